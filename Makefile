@@ -1,0 +1,37 @@
+# Two commands on a fresh machine: `make course` and `make test`. Each creates .venv if needed.
+PY := .venv/bin/python
+STACK := .venv/.stack-installed
+export PYTHONHASHSEED := 0
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: course test lint bench sync-notebooks execute-notebooks clean
+
+$(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py
+	python3 scripts/install_stack.py venv
+
+## Execute every notebook in order, headless, with the profile the hardware calls for.
+course: $(STACK)
+	$(PY) scripts/run_course.py
+
+## Lint, unit tests, and every notebook executed with nbval.
+test: $(STACK) lint
+	$(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:randomly
+
+lint: $(STACK)
+	$(PY) -m ruff check helpers tests scripts bench notebooks
+	$(PY) scripts/sync_notebooks.py --check
+
+## Benchmarks: each prints its figures and writes runs/bench/<name>.json.
+bench: $(STACK)
+	$(PY) bench/run_all.py
+
+## Copy helpers/course.py's repository URL into every notebook's badge and bootstrap cell.
+sync-notebooks: $(STACK)
+	$(PY) scripts/sync_notebooks.py
+
+## Re-execute the committed notebooks in place (smoke profile), so stored outputs match the code.
+execute-notebooks: $(STACK)
+	GRPO_PROFILE=smoke $(PY) scripts/run_course.py --in-place
+
+clean:
+	rm -rf .venv .cache runs

@@ -1,0 +1,65 @@
+"""What machine are we on? Hardware detection and the precision it calls for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Precision = Literal["bf16", "fp16", "fp32"]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A description of the accelerator (or its absence)."""
+
+    cuda: bool
+    gpu_name: str | None = None
+    vram_gb: float = 0.0
+    compute_capability: tuple[int, int] | None = None
+
+    def describe(self) -> str:
+        """One line for humans."""
+        if not self.cuda:
+            return "CPU only (no CUDA GPU found)"
+        major, minor = self.compute_capability or (0, 0)
+        return f"{self.gpu_name}, {self.vram_gb:.1f} GB, compute capability {major}.{minor}"
+
+
+CPU_ONLY = Hardware(cuda=False)
+# Described, not detected: used by the tests and by the README's "fits" table.
+TESLA_T4 = Hardware(True, "Tesla T4", 14.74, (7, 5))
+A100_40GB = Hardware(True, "NVIDIA A100-SXM4-40GB", 39.4, (8, 0))
+
+
+def detect_hardware() -> Hardware:
+    """Read the first CUDA device, if any."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return CPU_ONLY
+    props = torch.cuda.get_device_properties(0)
+    return Hardware(
+        cuda=True,
+        gpu_name=props.name,
+        vram_gb=props.total_memory / 1024**3,
+        compute_capability=(props.major, props.minor),
+    )
+
+
+def choose_precision(hw: Hardware) -> Precision:
+    """bf16 needs compute capability 8.0+ (Ampere); a T4 (7.5) must use fp16.
+
+    `torch.cuda.is_bf16_supported()` can say True on a T4 through emulation, so it is not asked.
+    """
+    if not hw.cuda:
+        return "fp32"
+    if hw.compute_capability is not None and hw.compute_capability >= (8, 0):
+        return "bf16"
+    return "fp16"
+
+
+def vllm_requirement(hw: Hardware) -> str:
+    """The vLLM pin for this GPU: vLLM 0.12 dropped the xformers backend Turing (T4) needs."""
+    if hw.compute_capability is not None and hw.compute_capability < (8, 0):
+        return "vllm==0.11.2"
+    return "vllm==0.15.1"
