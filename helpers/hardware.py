@@ -63,3 +63,14 @@ def vllm_requirement(hw: Hardware) -> str:
     if hw.compute_capability is not None and hw.compute_capability < (8, 0):
         return "vllm==0.11.2"
     return "vllm==0.15.1"
+
+
+def memory_in_use_gb(hw: Hardware) -> tuple[str, float]:
+    """Peak GPU memory allocated by torch on GPU; the process's resident memory (RSS) on CPU."""
+    if hw.cuda:
+        import torch
+
+        return "peak GPU memory", torch.cuda.max_memory_allocated() / 1024**3
+    import psutil
+
+    return "process RSS", psutil.Process().memory_info().rss / 1024**3

@@ -19,3 +19,9 @@ def run_dir(profile_name: str) -> Path:
     `make course` points $GRPO_RUN_DIR at runs/<timestamp>/; otherwise runs/course/.
     """
     return Path(os.environ.get("GRPO_RUN_DIR") or ROOT / "runs" / "course") / profile_name
+
+
+def shown(value: object) -> object:
+    """A path inside the course, shown relative to its root (stored outputs stay machine-free)."""
+    path = Path(str(value))
+    return path.relative_to(ROOT) if path.is_absolute() and path.is_relative_to(ROOT) else value

@@ -191,3 +191,20 @@ def explain_choice(hw: Hardware, requested: str | None = None) -> str:
     if os.environ.get("GRPO_PROFILE"):
         return f"asked for by GRPO_PROFILE={os.environ['GRPO_PROFILE']!r}"
     return f"the default for this hardware ({hw.describe()})"
+
+
+def profiles_table(profiles) -> str:
+    """A fixed-width comparison of profiles, one per line."""
+    header = f"{'profile':<8} {'model':<42} {'GPU GB':>6} {'tokens':>8} {'r':>3} {'G':>2} {'batch':>6}"
+    rows = [header + f" {'lr':>7} {'steps':>5} vLLM"]
+    for p in profiles:
+        model = "tiny Qwen2, built offline" if p.model_name == SMOKE_MODEL else p.model_name
+        model = model.removeprefix("unsloth/")
+        tokens = f"{p.max_prompt_length}+{p.max_completion_length}"
+        batch = f"{p.per_device_train_batch_size}x{p.gradient_accumulation_steps}"
+        rows.append(
+            f"{p.name:<8} {model:<42} {p.min_vram_gb or '-':>6} {tokens:>8} {p.lora_rank:>3} "
+            f"{p.num_generations:>2} {batch:>6} {p.learning_rate:>7.0e} {p.max_steps:>5} "
+            f"{'yes' if p.fast_inference else 'no'}"
+        )
+    return "\n".join(rows)

@@ -8,13 +8,23 @@ from helpers.profiles import Profile, explain_choice, select_profile
 SEED = 3407
 
 
+def seed_everything(seed: int) -> None:
+    """Python, NumPy and torch RNGs (without importing transformers before unsloth)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def start(requested_profile: str | None = None, seed: int = SEED) -> tuple[Hardware, Profile]:
     """Detect the hardware, pick and check the profile, seed everything, and say so."""
-    from transformers import set_seed
-
     hw = detect_hardware()
     profile = select_profile(hw, requested_profile)
-    set_seed(seed)
+    seed_everything(seed)
     print(f"Hardware : {hw.describe()}")
     print(f"Profile  : {profile.name}, {explain_choice(hw, requested_profile)}")
     print(f"           {profile.summary}")

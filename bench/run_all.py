@@ -1,0 +1,33 @@
+"""Run every benchmark in bench/ (each prints its figures and writes runs/bench/<name>.json).
+
+    python bench/run_all.py              # all of them
+    python bench/run_all.py rewards      # just these
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    names = sys.argv[1:] or sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "run_all")
+    failed = []
+    for name in names:
+        print(f"=== bench/{name}.py", flush=True)
+        start = time.perf_counter()
+        # One process each: peak-memory figures must not include another benchmark's.
+        if subprocess.run([sys.executable, str(BENCH / f"{name}.py")]).returncode != 0:
+            failed.append(name)
+        print(f"=== {name}: {time.perf_counter() - start:.0f} s\n", flush=True)
+    if failed:
+        print(f"Failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,406 @@
+"""Held-out evaluation: the base and the trained model, same prompts, same decoding, same scoring.
+
+The base model is the trained one with its LoRA adapter switched off (peft's `disable_adapter()`
+in `transformers`, no LoRA request in vLLM), so no second copy of the weights is loaded.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from helpers.data import extract_gold_answer, make_prompt
+
+if TYPE_CHECKING:
+    from helpers.profiles import Profile
+
+Mode = Literal["strict", "lenient"]
+MODES: tuple[Mode, ...] = ("strict", "lenient")
+SIDES = ("base", "trained")
+Z_95 = 1.959963984540054  # the normal quantile for a two-sided 95% interval
+
+
+class AdapterMissingError(FileNotFoundError):
+    """Notebook 04 has not saved a LoRA adapter for this profile yet."""
+
+
+@dataclass(frozen=True)
+class DecodingSettings:
+    """How completions are generated: one frozen object, shared by the base and trained runs."""
+
+    max_new_tokens: int
+    temperature: float = 0.0  # 0 means greedy: the single most likely completion
+    top_p: float = 1.0
+    num_samples: int = 1  # k of pass@k; more than 1 needs temperature > 0
+    seed: int = 3407
+    batch_size: int = 32  # transformers path only; padding can shift numerics, so it is fixed too
+
+    def __post_init__(self) -> None:
+        if self.num_samples > 1 and self.temperature == 0:
+            raise ValueError("pass@k with num_samples > 1 needs sampling: set temperature > 0.")
+        if self.max_new_tokens < 1 or self.num_samples < 1 or self.batch_size < 1:
+            raise ValueError("max_new_tokens, num_samples and batch_size must all be >= 1.")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One completion: its text, how many tokens it used, and whether it hit the token limit."""
+
+    text: str
+    num_tokens: int
+    truncated: bool
+
+
+def decoding_settings(profile: Profile, **overrides: Any) -> DecodingSettings:
+    """The profile's evaluation decoding: greedy, with the training completion budget."""
+    return DecodingSettings(max_new_tokens=profile.max_completion_length, **overrides)
+
+
+def build_prompts(tokenizer: Any, questions: Iterable[str]) -> list[str]:
+    """The exact prompt strings: the training chat messages through the tokenizer's template."""
+    return [
+        tokenizer.apply_chat_template(make_prompt(q), tokenize=False, add_generation_prompt=True)
+        for q in questions
+    ]
+
+
+def fingerprint(obj: Any) -> str:
+    """A short sha256 of prompts or settings, stored with the results to prove they matched."""
+    if isinstance(obj, DecodingSettings):
+        obj = asdict(obj)
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _progress(total: int, desc: str) -> Any:
+    """A tqdm bar (plain text, no widgets), or a minimal text counter when tqdm is missing."""
+    try:
+        from tqdm.std import tqdm
+    except ImportError:
+        return _TextProgress(total, desc)
+    return tqdm(total=total, desc=desc, file=sys.stdout, ascii=True, mininterval=5)
+
+
+class _TextProgress:
+    """Prints 'desc: done/total' as batches finish."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.desc, self.done = total, desc, 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        print(f"{self.desc}: {self.done}/{self.total}", flush=True)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids = model.generation_config.eos_token_id
+    ids = set(ids) if isinstance(ids, list) else {ids}
+    return {i for i in ids | {tokenizer.eos_token_id} if i is not None}
+
+
+def generate_hf(
+    model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings, desc: str
+) -> list[list[Generation]]:
+    """Batched `model.generate` with left padding (CPU / smoke; no vLLM)."""
+    import torch
+
+    eos, bar, results = _eos_ids(model, tokenizer), _progress(len(prompts), desc), []
+    torch.manual_seed(settings.seed)
+    for start in range(0, len(prompts), settings.batch_size):
+        batch = list(prompts[start : start + settings.batch_size])
+        # The chat template already holds any BOS token: add no special tokens twice.
+        enc = tokenizer(
+            batch, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+        ).to(model.device)
+        sampling = {"temperature": settings.temperature, "top_p": settings.top_p}
+        with torch.no_grad():
+            out = model.generate(
+                **enc,
+                max_new_tokens=settings.max_new_tokens,
+                do_sample=not settings.greedy,
+                **({} if settings.greedy else sampling),
+                num_return_sequences=settings.num_samples,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()
+        for i in range(len(batch)):
+            samples = new_tokens[i * settings.num_samples : (i + 1) * settings.num_samples]
+            results.append([_to_generation(ids, eos, tokenizer) for ids in samples])
+        bar.update(len(batch))
+    bar.close()
+    return results
+
+
+def _to_generation(ids: list[int], eos: set[int], tokenizer: Any) -> Generation:
+    stop = next((i for i, token in enumerate(ids) if token in eos), None)
+    kept = ids if stop is None else ids[: stop + 1]
+    text = tokenizer.decode(kept, skip_special_tokens=True)
+    return Generation(text=text, num_tokens=len(kept), truncated=stop is None)
+
+
+def generate_vllm(
+    model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings,
+    lora_request: Any,
+) -> list[list[Generation]]:
+    """unsloth's vLLM engine (`fast_generate`, GPU); `lora_request=None` is the base model."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(
+        temperature=settings.temperature, top_p=settings.top_p, n=settings.num_samples,
+        max_tokens=settings.max_new_tokens, seed=settings.seed,
+    )
+    # Token ids, tokenized as on the transformers path, so vLLM adds no second BOS.
+    token_prompts = [
+        {"prompt_token_ids": tokenizer(p, add_special_tokens=False)["input_ids"]} for p in prompts
+    ]
+    outputs = model.fast_generate(
+        token_prompts, sampling_params=params, lora_request=lora_request, use_tqdm=True
+    )
+    return [
+        [Generation(o.text, len(o.token_ids), o.finish_reason == "length") for o in out.outputs]
+        for out in outputs
+    ]
+
+
+def generate_side(
+    model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings,
+    side: str, adapter_dir: Path,
+) -> list[list[Generation]]:
+    """Generate for 'base' (adapter off) or 'trained' (adapter on), on vLLM if it is loaded."""
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    if getattr(model, "vllm_engine", None) is not None:
+        lora = model.load_lora(str(adapter_dir)) if side == "trained" else None
+        return generate_vllm(model, tokenizer, prompts, settings, lora)
+    if not hasattr(model, "disable_adapter"):
+        raise TypeError("Evaluation needs the peft model with the adapter loaded: see load_trained.")
+    if side == "trained":
+        return generate_hf(model, tokenizer, prompts, settings, desc=side)
+    with model.disable_adapter():
+        return generate_hf(model, tokenizer, prompts, settings, desc=side)
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval for a proportion: sound near 0% and 100% and for small n."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"Need 0 <= successes <= n and n > 0, got {successes}/{n}.")
+    p = successes / n
+    denom = 1 + z**2 / n
+    center = (p + z**2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al., 2021): P(at least one of k draws from the n is correct)."""
+    if not 0 <= num_correct <= num_samples or not 1 <= k <= num_samples:
+        raise ValueError(f"Need 0 <= c <= n and 1 <= k <= n, got n={num_samples}, "
+                         f"c={num_correct}, k={k}.")
+    if num_samples - num_correct < k:
+        return 1.0
+    return 1.0 - math.comb(num_samples - num_correct, k) / math.comb(num_samples, k)
+
+
+def score(generations: Sequence[Sequence[Generation]], golds: Sequence[str]) -> dict[str, Any]:
+    """Accuracy (95% Wilson CI) per mode, format compliance, lengths and truncation."""
+    from helpers.rewards import extract_answer, is_correct
+
+    if len(generations) != len(golds) or not golds:
+        raise ValueError(f"{len(generations)} generations for {len(golds)} gold answers.")
+    n, firsts = len(golds), [samples[0] for samples in generations]
+    report: dict[str, Any] = {"n": n}
+    for mode in MODES:
+        hits = sum(is_correct(g.text, gold, mode=mode) for g, gold in zip(firsts, golds))
+        low, high = wilson_interval(hits, n)
+        report[mode] = {"correct": hits, "accuracy": hits / n, "ci_low": low, "ci_high": high}
+        k = len(generations[0])
+        if k > 1:
+            per_problem = [
+                pass_at_k(k, sum(is_correct(s.text, gold, mode=mode) for s in samples), k)
+                for samples, gold in zip(generations, golds)
+            ]
+            report[mode][f"pass@{k}"] = sum(per_problem) / n
+    lengths = sorted(g.num_tokens for g in firsts)
+    report["format_rate"] = sum(extract_answer(g.text) is not None for g in firsts) / n
+    report["truncation_rate"] = sum(g.truncated for g in firsts) / n
+    report["mean_tokens"] = sum(lengths) / n
+    report["tokens_p10_p50_p90_max"] = [
+        *(lengths[min(n - 1, int(q * n))] for q in (0.1, 0.5, 0.9)), lengths[-1]
+    ]
+    return report
+
+
+def _change(base_ok: bool, trained_ok: bool) -> str:
+    return {(False, True): "fixed", (True, False): "broken"}.get(
+        (base_ok, trained_ok), "both right" if base_ok else "both wrong"
+    )
+
+
+def per_problem_rows(
+    questions: Sequence[str], golds: Sequence[str],
+    base: Sequence[Sequence[Generation]], trained: Sequence[Sequence[Generation]],
+) -> list[dict[str, Any]]:
+    """One row per problem: question, gold, both answers, and how correctness changed per mode."""
+    from helpers.rewards import extract_answer, is_correct
+
+    rows = []
+    for i, (question, gold, b, t) in enumerate(zip(questions, golds, base, trained)):
+        row: dict[str, Any] = {"id": i, "question": question, "gold": gold}
+        for side, gen in (("base", b[0]), ("trained", t[0])):
+            row[f"{side}_answer"] = extract_answer(gen.text)
+            row[f"{side}_completion"] = gen.text
+            row[f"{side}_tokens"], row[f"{side}_truncated"] = gen.num_tokens, gen.truncated
+        for mode in MODES:
+            base_ok = is_correct(b[0].text, gold, mode=mode)
+            trained_ok = is_correct(t[0].text, gold, mode=mode)
+            row[f"base_{mode}"], row[f"trained_{mode}"] = base_ok, trained_ok
+            row[f"change_{mode}"] = _change(base_ok, trained_ok)
+        rows.append(row)
+    return rows
+
+
+Generate = Callable[..., list[list[Generation]]]
+
+
+def evaluate(
+    model: Any, tokenizer: Any, rows: Sequence[dict[str, str]], settings: DecodingSettings,
+    adapter_dir: Path, generate: Generate = generate_side,
+) -> dict[str, Any]:
+    """Base and trained on the same rows: one prompt list, one settings object, one scorer."""
+    questions = [row["question"] for row in rows]
+    golds = [extract_gold_answer(row["answer"]) for row in rows]
+    prompts = build_prompts(tokenizer, questions)  # built once: both sides get these very strings
+    outputs = {
+        side: generate(model, tokenizer, prompts, settings, side, adapter_dir) for side in SIDES
+    }
+    return {
+        "settings": asdict(settings),
+        "settings_fingerprint": fingerprint(settings),
+        "prompts_fingerprint": fingerprint(prompts),
+        "example_prompt": prompts[0],
+        "scores": {side: score(outputs[side], golds) for side in SIDES},
+        "problems": per_problem_rows(questions, golds, outputs["base"], outputs["trained"]),
+    }
+
+
+def gains(results: dict[str, Any]) -> dict[str, float]:
+    """Accuracy gains in points: lenient is reasoning; strict minus lenient is format."""
+    base, trained = results["scores"]["base"], results["scores"]["trained"]
+    strict = trained["strict"]["accuracy"] - base["strict"]["accuracy"]
+    lenient = trained["lenient"]["accuracy"] - base["lenient"]["accuracy"]
+    return {"strict": 100 * strict, "lenient": 100 * lenient, "format": 100 * (strict - lenient)}
+
+
+def flips(results: dict[str, Any], mode: Mode = "strict") -> dict[str, list[dict[str, Any]]]:
+    """Problems the training fixed and problems it broke, in `mode`."""
+    rows = results["problems"]
+    return {kind: [r for r in rows if r[f"change_{mode}"] == kind] for kind in ("fixed", "broken")}
+
+
+def summary_table(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per model: the numbers the notebook and README show, rounded for reading."""
+    table = []
+    for side in SIDES:
+        s = results["scores"][side]
+        row: dict[str, Any] = {"model": side, "n": s["n"]}
+        for mode in MODES:
+            m = s[mode]
+            row[f"{mode} acc %"] = round(100 * m["accuracy"], 1)
+            row[f"{mode} 95% CI"] = f"{100 * m['ci_low']:.1f}-{100 * m['ci_high']:.1f}"
+        row["format %"] = round(100 * s["format_rate"], 1)
+        row["truncated %"] = round(100 * s["truncation_rate"], 1)
+        row["mean tokens"] = round(s["mean_tokens"], 1)
+        table.append(row)
+    return table
+
+
+def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A GitHub markdown table from a list of same-keyed dicts (for the README)."""
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def save_results(results: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
+    """Write results.json (everything) and problems.csv (the per-problem table)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, csv_path = out_dir / "results.json", out_dir / "problems.csv"
+    json_path.write_text(json.dumps(results, indent=1))
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(results["problems"][0]))
+        writer.writeheader()
+        writer.writerows(results["problems"])
+    return json_path, csv_path
+
+
+def load_results(out_dir: Path) -> dict[str, Any] | None:
+    """The results.json a previous run saved in `out_dir`, or None."""
+    path = out_dir / "results.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def compare_runs(previous: dict[str, Any] | None, current: dict[str, Any]) -> str:
+    """One line per model and mode: how accuracy moved since the previous saved evaluation."""
+    if previous is None:
+        return "No previous evaluation saved here: this run is the first."
+    same = all(
+        previous.get(key) == current[key] for key in ("settings_fingerprint", "prompts_fingerprint")
+    )
+    lines = ["Same prompts and decoding as the previous run." if same else
+             "The previous run used different prompts or decoding: compare with care."]
+    for side in SIDES:
+        for mode in MODES:
+            old = 100 * previous["scores"][side][mode]["accuracy"]
+            new = 100 * current["scores"][side][mode]["accuracy"]
+            lines.append(f"{side:>7} {mode:>7}: {old:5.1f}% -> {new:5.1f}%")
+    return "\n".join(lines)
+
+
+def require_adapter(run: Path) -> Path:
+    """The adapter notebook 04 saved in `run`, or a clear error saying how to make it."""
+    adapter = run / "adapter"
+    if not (adapter / "adapter_config.json").exists():
+        raise AdapterMissingError(
+            f"No trained LoRA adapter in {adapter}: run notebook 04 first (same profile, "
+            "same GRPO_RUN_DIR), it saves the adapter there."
+        )
+    return adapter
+
+
+def plot_before_after(results: dict[str, Any], ax: Any = None) -> Any:
+    """Grouped bars: base vs trained accuracy per scoring mode, with 95% Wilson error bars."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6, 3.5))[1]
+    width = 0.38
+    for offset, side in ((-width / 2, "base"), (width / 2, "trained")):
+        scores = results["scores"][side]
+        acc = [100 * scores[m]["accuracy"] for m in MODES]
+        err = [
+            [a - 100 * scores[m]["ci_low"] for a, m in zip(acc, MODES)],
+            [100 * scores[m]["ci_high"] - a for a, m in zip(acc, MODES)],
+        ]
+        xs = [i + offset for i in range(len(MODES))]
+        ax.bar(xs, acc, width, yerr=err, capsize=4, label=side)
+    ax.set_xticks(range(len(MODES)), [
+        "strict\n(right number, taught format)", "lenient\n(right number anywhere)"
+    ])
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"Held-out accuracy, n = {results['scores']['base']['n']} (95% CI)")
+    ax.legend()
+    return ax

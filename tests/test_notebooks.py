@@ -1,0 +1,70 @@
+"""Committed notebooks: valid, render on GitHub, follow the skeleton, stay in sync with the code."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+ABSOLUTE_ARTEFACT_PATH = re.compile(r"/[\w./-]+/(\.cache|runs)/")
+SECRET = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|api[_-]?key\s*=\s*['\"][^'\"]+)")
+
+
+def test_the_core_notebooks_exist_in_reading_order():
+    names = [path.name for path in NOTEBOOKS]
+    assert names[:2] == ["00_setup.ipynb", "01_load_4bit_lora.ipynb"]
+    assert names == sorted(names)
+    assert all(re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", name) for name in names)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+class TestNotebook:
+    def test_valid_nbformat_without_widget_state(self, path):
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        # Colab stores widget state without a 'state' key, which GitHub refuses to render.
+        assert "widgets" not in nb.metadata
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                assert "application/vnd.jupyter.widget-view+json" not in output.get("data", {})
+
+    def test_skeleton(self, path):
+        nb = nbformat.read(path, as_version=4)
+        first = nb.cells[0]
+        assert first.cell_type == "markdown" and first.source.startswith("# ")
+        assert "colab-badge.svg" in first.source
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert code[0].source.startswith("# Course bootstrap")
+        params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+        assert len(params) == 1 and "PROFILE = None" in params[0].source
+        headings = [c.source for c in nb.cells if c.cell_type == "markdown"]
+        assert any(re.search(r"^## 1\. ", s, re.M) for s in headings)
+        assert any("## Summary" in s for s in headings) and any("## Exercises" in s for s in headings)
+
+    def test_no_secrets_logins_or_hub_pushes_by_default(self, path):
+        text = path.read_text()
+        assert not SECRET.search(text)
+        assert "notebook_login()" not in text
+        assert "push_to_hub=True" not in text
+
+    def test_outputs_are_stored_and_error_free(self, path):
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.execution_count is not None for c in code[1:]), "re-execute: make execute-notebooks"
+        for cell in code:
+            assert not [o for o in cell.outputs if o.output_type == "error"]
+            for output in cell.outputs:  # stored outputs must not show this machine's paths
+                assert not ABSOLUTE_ARTEFACT_PATH.search(json.dumps(output)), output
+
+
+def test_badges_and_bootstrap_match_helpers_course():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "sync_notebooks.py"), "--check"],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stdout

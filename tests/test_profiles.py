@@ -1,0 +1,87 @@
+"""Profile selection, precision and the one-line errors, from described (not real) hardware."""
+
+import pytest
+
+from helpers.hardware import A100_40GB, CPU_ONLY, TESLA_T4, Hardware, choose_precision
+from helpers.hardware import vllm_requirement
+from helpers.profiles import PROFILES, ProfileError, default_profile_name, select_profile
+
+L4 = Hardware(True, "NVIDIA L4", 22.5, (8, 9))
+RTX_3060 = Hardware(True, "NVIDIA GeForce RTX 3060", 11.8, (8, 6))
+
+
+@pytest.fixture(autouse=True)
+def no_env_profile(monkeypatch):
+    monkeypatch.delenv("GRPO_PROFILE", raising=False)
+
+
+@pytest.mark.parametrize(
+    ("hw", "expected"), [(CPU_ONLY, "smoke"), (TESLA_T4, "t4"), (A100_40GB, "large"), (L4, "large")]
+)
+def test_default_profile_follows_the_hardware(hw, expected):
+    assert default_profile_name(hw) == expected
+    assert select_profile(hw).name == expected
+
+
+@pytest.mark.parametrize(
+    ("hw", "precision"), [(TESLA_T4, "fp16"), (A100_40GB, "bf16"), (L4, "bf16"), (CPU_ONLY, "fp32")]
+)
+def test_precision_comes_from_compute_capability(hw, precision):
+    assert choose_precision(hw) == precision
+
+
+def test_t4_never_gets_bf16_even_if_torch_would_claim_it():
+    # The decision reads only the compute capability; 7.5 < 8.0 means fp16.
+    assert choose_precision(Hardware(True, "Tesla T4", 15.0, (7, 5))) == "fp16"
+
+
+def test_vllm_pin_follows_the_t4_rule():
+    assert vllm_requirement(TESLA_T4) == "vllm==0.11.2"
+    assert vllm_requirement(A100_40GB) == "vllm==0.15.1"
+
+
+def test_environment_variable_overrides_the_hardware(monkeypatch):
+    monkeypatch.setenv("GRPO_PROFILE", "t4-1.5b")
+    assert select_profile(TESLA_T4).name == "t4-1.5b"
+    assert select_profile(TESLA_T4, "smoke").name == "smoke"  # the notebook parameter wins
+
+
+def test_unknown_profile_is_a_one_line_error_naming_the_choices(monkeypatch):
+    monkeypatch.setenv("GRPO_PROFILE", "t5")
+    with pytest.raises(ProfileError) as error:
+        select_profile(TESLA_T4)
+    message = str(error.value)
+    assert "\n" not in message
+    for name in PROFILES:
+        assert name in message
+
+
+def test_gpu_profile_on_cpu_names_the_fix():
+    with pytest.raises(ProfileError, match="GRPO_PROFILE=smoke") as error:
+        select_profile(CPU_ONLY, "t4")
+    assert "\n" not in str(error.value)
+
+
+def test_profile_too_big_for_the_gpu_suggests_one_that_fits():
+    with pytest.raises(ProfileError, match="GRPO_PROFILE=t4") as error:
+        select_profile(RTX_3060, "large")
+    assert "11.8 GB" in str(error.value)
+
+
+def test_t4_profile_has_the_design_card_defaults():
+    t4 = PROFILES["t4"]
+    assert (t4.num_generations, t4.max_completion_length) == (4, 256)
+    assert (t4.per_device_train_batch_size, t4.gradient_accumulation_steps) == (1, 4)
+    assert t4.fast_inference and "Qwen2.5-Math-7B-Instruct" in t4.model_name
+
+
+@pytest.mark.parametrize("profile", PROFILES.values(), ids=PROFILES)
+def test_every_profile_has_a_valid_grpo_batch(profile):
+    # trl: generation batch (completions) must divide into groups of num_generations.
+    completions = profile.per_device_train_batch_size * profile.gradient_accumulation_steps
+    assert completions % profile.num_generations == 0
+
+
+def test_only_gpu_profiles_use_vllm():
+    for profile in PROFILES.values():
+        assert profile.fast_inference == (profile.min_vram_gb > 0)
