@@ -23,7 +23,10 @@ sys.path.insert(0, str(ROOT))
 
 from helpers.hardware import Hardware, vllm_requirement  # noqa: E402  (needs no torch)
 
-CPU_TORCH = "torch==2.13.0"  # a CPU wheel; the stack's own torch comes with vLLM on GPU
+# The "+cpu" build tag makes a CUDA wheel impossible: PyPI has none, so pip either finds this CPU
+# wheel (a local wheel folder, as in CI) or fails fast, and we retry on PyTorch's CPU index.
+CPU_TORCH = "torch==2.13.0+cpu"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 NO_DEPS_ON_CPU = {"unsloth", "unsloth_zoo"}  # their deps pull CUDA torch, xformers and triton
 
 
@@ -44,11 +47,15 @@ def gpu_from_nvidia_smi() -> Hardware | None:
     return Hardware(True, name, float(memory.split()[0]) / 1024, (major, minor))
 
 
-def pip(python: str, *args: str, quiet: bool) -> None:
-    """Run pip; on failure show its last lines and the likely fix, then exit."""
+def try_pip(python: str, *args: str, quiet: bool) -> subprocess.CompletedProcess:
     cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", *args]
     print("$ pip install", " ".join(args), flush=True)
-    result = subprocess.run(cmd, capture_output=quiet, text=True)
+    return subprocess.run(cmd, capture_output=quiet, text=True)
+
+
+def pip(python: str, *args: str, quiet: bool) -> None:
+    """Run pip; on failure show its last lines and the likely fix, then exit."""
+    result = try_pip(python, *args, quiet=quiet)
     if result.returncode != 0:
         if quiet:
             print("\n".join((result.stdout + result.stderr).splitlines()[-25:]))
@@ -65,8 +72,8 @@ def install(python: str, gpu: Hardware | None, torch_pin: list[str], quiet: bool
     if gpu is not None:
         pip(python, *requirements, vllm_requirement(gpu), quiet=quiet)
         return
-    if torch_pin:
-        pip(python, *torch_pin, quiet=quiet)
+    if torch_pin and try_pip(python, *torch_pin, quiet=True).returncode != 0:
+        pip(python, "--extra-index-url", TORCH_CPU_INDEX, *torch_pin, quiet=quiet)
     plain = [r for r in requirements if r.split("==")[0] not in NO_DEPS_ON_CPU]
     no_deps = [r for r in requirements if r.split("==")[0] in NO_DEPS_ON_CPU]
     pip(python, *torch_pin, *plain, quiet=quiet)  # the pin again: nothing may replace that torch

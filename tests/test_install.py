@@ -1,6 +1,7 @@
 """The installer: one source of versions, and a CPU install that can never pull CUDA torch."""
 
 import importlib.util
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,19 +33,36 @@ def test_dev_requirements_are_pinned_too():
 @pytest.fixture
 def recorded(monkeypatch):
     calls = []
-    monkeypatch.setattr(install_stack, "pip", lambda python, *args, quiet: calls.append(args))
+
+    def fake_pip(python, *args, quiet):
+        calls.append(args)
+        return subprocess.CompletedProcess(args, returncode=0)
+
+    monkeypatch.setattr(install_stack, "try_pip", fake_pip)
     return calls
 
 
 def test_cpu_install_pins_cpu_torch_and_keeps_unsloth_deps_out(recorded):
     install_stack.install("python", None, [install_stack.CPU_TORCH], quiet=True)
-    assert recorded[0] == ("torch==2.13.0",)
+    assert recorded[0] == ("torch==2.13.0+cpu",)  # the +cpu tag: no CUDA wheel can match
     for args in recorded[1:]:
         if "--no-deps" in args:
             assert set(args) == {"--no-deps", "unsloth==2026.10.9", "unsloth_zoo==2026.10.9"}
         else:
-            assert "torch==2.13.0" in args  # held fixed in the same resolve
+            assert "torch==2.13.0+cpu" in args  # held fixed in the same resolve
             assert not any(a.startswith(("unsloth", "vllm")) for a in args)
+
+
+def test_cpu_torch_falls_back_to_pytorchs_cpu_index(monkeypatch):
+    calls = []
+
+    def fake_pip(python, *args, quiet):
+        calls.append(args)
+        return subprocess.CompletedProcess(args, returncode=1 if len(calls) == 1 else 0)
+
+    monkeypatch.setattr(install_stack, "try_pip", fake_pip)
+    install_stack.install("python", None, [install_stack.CPU_TORCH], quiet=True)
+    assert calls[1] == ("--extra-index-url", install_stack.TORCH_CPU_INDEX, "torch==2.13.0+cpu")
 
 
 def test_gpu_install_adds_vllm_by_gpu_class(recorded):
