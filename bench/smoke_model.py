@@ -1,4 +1,4 @@
-"""Time and peak memory of building the smoke model, and of loading it through unsloth (4-bit + LoRA).
+"""Time and peak memory of building the smoke model, and of loading it with unsloth (4-bit, LoRA).
 
 Each repeat runs in a fresh process with an empty cache, so nothing is reused. Reports medians.
 Writes runs/bench/smoke_model.json.

@@ -1,1 +1,1 @@
-"""Shared code for the GRPO course notebooks: data, rewards, profiles, training, plots, evaluation."""
+"""Shared code for the course notebooks: data, rewards, profiles, training, plots, evaluation."""

@@ -62,7 +62,7 @@ PROFILES: dict[str, Profile] = {
             model_name=SMOKE_MODEL,
             min_vram_gb=0,
             max_prompt_length=160,
-            max_completion_length=32,
+            max_completion_length=64,
             lora_rank=8,
             fast_inference=False,
             gpu_memory_utilization=0.5,
@@ -195,7 +195,8 @@ def explain_choice(hw: Hardware, requested: str | None = None) -> str:
 
 def profiles_table(profiles) -> str:
     """A fixed-width comparison of profiles, one per line."""
-    header = f"{'profile':<8} {'model':<42} {'GPU GB':>6} {'tokens':>8} {'r':>3} {'G':>2} {'batch':>6}"
+    header = f"{'profile':<8} {'model':<42} {'GPU GB':>6} {'tokens':>8} {'r':>3} {'G':>2}"
+    header += f" {'batch':>6}"
     rows = [header + f" {'lr':>7} {'steps':>5} vLLM"]
     for p in profiles:
         model = "tiny Qwen2, built offline" if p.model_name == SMOKE_MODEL else p.model_name

@@ -67,7 +67,8 @@ def _give_away(rng: random.Random) -> Row:
         f"{bought} more. How many {item} does {name} have now?",
         "answer": "\n".join(
             [
-                _line("After giving some away,", f"{start}-{given}", after_gift) + f" {item} are left.",
+                _line("After giving some away,", f"{start}-{given}", after_gift)
+                + f" {item} are left.",
                 _line("After buying more,", f"{after_gift}+{bought}", total) + f" {item}.",
                 f"#### {total}",
             ]
@@ -99,8 +100,8 @@ def _savings(rng: random.Random) -> Row:
     need = max(price - saved, 1)
     weeks = -(-need // weekly)  # ceiling division
     return {
-        "question": f"{name} wants a bike that costs ${saved + need}. {name} has saved ${saved} and "
-        f"saves ${weekly} every week. How many weeks until {name} can buy the bike?",
+        "question": f"{name} wants a bike that costs ${saved + need}. {name} has saved ${saved} "
+        f"and saves ${weekly} every week. How many weeks until {name} can buy the bike?",
         "answer": "\n".join(
             [
                 _line(f"{name} still needs", f"{saved + need}-{saved}", need) + " dollars.",

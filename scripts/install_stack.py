@@ -12,7 +12,6 @@ so nothing pulls the multi-GB CUDA torch. On a GPU, vLLM is added by GPU class.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import venv
@@ -94,7 +93,8 @@ def main() -> int:
         python = str(target / "bin" / "python")
         install(python, gpu, [] if gpu else [CPU_TORCH], quiet=False)
         pip(python, *read_requirements("requirements-dev.txt"), quiet=False)
-        (target / ".stack-installed").write_text(os.linesep.join(read_requirements("requirements.txt")))
+        # make's stamp: the venv is rebuilt when a requirements file is newer than this.
+        (target / ".stack-installed").write_text("\n".join(read_requirements("requirements.txt")))
     elif args.target == "colab":
         # A CPU-only Colab runtime keeps its own torch and gets the smoke profile.
         install(sys.executable, gpu, [], quiet=True)

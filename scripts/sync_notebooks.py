@@ -1,15 +1,17 @@
-"""Write the Colab badge and the bootstrap cell into every notebook, from helpers/course.py.
+"""Write the Colab badges and the bootstrap cell into the notebooks, from helpers/course.py.
 
     python scripts/sync_notebooks.py          # rewrite notebooks in place
     python scripts/sync_notebooks.py --check  # exit 1 if any notebook is out of date
 
 The repository URL and ref live in one place (helpers/course.py); this script copies them into
-the badge (cell 1) and the bootstrap cell (the first code cell) of each notebook.
+the badge (cell 1) and the bootstrap cell (the first code cell) of each notebook, and into
+README's badge links.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -22,19 +24,21 @@ from helpers.course import COLAB_DIR, COURSE_REF, COURSE_REPO  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 BADGE_PREFIX = "[![Open In Colab]"
+COLAB_LINK = re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/")
 BOOTSTRAP_MARK = "# Course bootstrap"
 
-BOOTSTRAP = f'''{BOOTSTRAP_MARK}: on Colab, fetch the course and install its pinned stack (once, ~3 min).
-# Anywhere else it only makes `helpers` importable. Nothing else in this notebook is Colab-only.
+BOOTSTRAP = f'''{BOOTSTRAP_MARK}: on Colab, fetch the course and install its pinned stack
+# (once per runtime, ~3 min). Anywhere else it only makes `helpers` importable.
 import os
 import subprocess
 import sys
 
-COURSE_REPO, COURSE_REF, COLAB_DIR = "{COURSE_REPO}", "{COURSE_REF}", "{COLAB_DIR}"
+COURSE_REPO = "{COURSE_REPO}"
+COURSE_REF, COLAB_DIR = "{COURSE_REF}", "{COLAB_DIR}"
 if "google.colab" in sys.modules and not os.path.isdir(COLAB_DIR):
     git = ["git", "clone", "-q", "--depth=1", f"--branch={{COURSE_REF}}", COURSE_REPO, COLAB_DIR]
     if subprocess.run(git, capture_output=True, text=True).returncode != 0:
-        raise SystemExit(f"Could not clone {{COURSE_REPO}} at {{COURSE_REF}}: check that the tag exists.")
+        raise SystemExit(f"Could not clone {{COURSE_REPO}} at {{COURSE_REF}}: is the tag there?")
     subprocess.run([sys.executable, f"{{COLAB_DIR}}/scripts/install_stack.py", "colab"], check=True)
 if "google.colab" in sys.modules:
     os.chdir(f"{{COLAB_DIR}}/notebooks")
@@ -43,7 +47,10 @@ sys.path.insert(0, os.path.abspath(".."))'''
 
 def badge(notebook: Path) -> str:
     owner_repo = COURSE_REPO.removeprefix("https://github.com/")
-    url = f"https://colab.research.google.com/github/{owner_repo}/blob/{COURSE_REF}/notebooks/{notebook.name}"
+    url = (
+        f"https://colab.research.google.com/github/{owner_repo}/blob/{COURSE_REF}"
+        f"/notebooks/{notebook.name}"
+    )
     return f"{BADGE_PREFIX}(https://colab.research.google.com/assets/colab-badge.svg)]({url})"
 
 
@@ -61,17 +68,27 @@ def synced(path: Path) -> nbformat.NotebookNode:
     code.source = BOOTSTRAP
     # Colab saves ipywidgets state without the 'state' key, which GitHub refuses to render.
     nb.metadata.pop("widgets", None)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     return nb
+
+
+def synced_readme(text: str) -> str:
+    """README's badge links point at the same repository and ref."""
+    owner_repo = COURSE_REPO.removeprefix("https://github.com/")
+    return COLAB_LINK.sub(f"colab.research.google.com/github/{owner_repo}/blob/{COURSE_REF}/", text)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="report stale notebooks, change nothing")
+    parser.add_argument("--check", action="store_true", help="report stale files only")
     args = parser.parse_args()
     stale = []
-    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
-        new = nbformat.writes(synced(path)) + "\n"
+    notebooks = NOTEBOOKS.glob("*.ipynb")
+    updates = [(p, lambda p=p: nbformat.writes(synced(p)) + "\n") for p in notebooks]
+    readme = ROOT / "README.md"
+    updates.append((readme, lambda: synced_readme(readme.read_text())))
+    for path, render in sorted(updates):
+        new = render()
         if new != path.read_text():
             stale.append(path.name)
             if not args.check:

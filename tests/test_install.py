@@ -10,7 +10,8 @@ from helpers.hardware import TESLA_T4
 from helpers.stack import check_pins, pin_report, read_pins
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("install_stack", ROOT / "scripts" / "install_stack.py")
+SCRIPT = ROOT / "scripts" / "install_stack.py"
+spec = importlib.util.spec_from_file_location("install_stack", SCRIPT)
 install_stack = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(install_stack)
 

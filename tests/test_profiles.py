@@ -2,8 +2,14 @@
 
 import pytest
 
-from helpers.hardware import A100_40GB, CPU_ONLY, TESLA_T4, Hardware, choose_precision
-from helpers.hardware import vllm_requirement
+from helpers.hardware import (
+    A100_40GB,
+    CPU_ONLY,
+    TESLA_T4,
+    Hardware,
+    choose_precision,
+    vllm_requirement,
+)
 from helpers.profiles import PROFILES, ProfileError, default_profile_name, select_profile
 
 L4 = Hardware(True, "NVIDIA L4", 22.5, (8, 9))

@@ -10,8 +10,8 @@ from helpers.synthetic import TEMPLATES, generate_problems, synthetic_split
 GSM8K_REAL_ROW = {  # the first row of GSM8K's train split, for schema comparison
     "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many "
     "clips in May. How many clips did Natalia sell altogether in April and May?",
-    "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 "
-    "clips altogether in April and May.\n#### 72",
+    "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
+    "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72",
 }
 
 

@@ -1,0 +1,174 @@
+"""Notebook 05's held-out evaluation from the command line: base vs trained, same prompts,
+same decoding, same scoring (all from helpers.evaluation).
+
+    python scripts/evaluate.py --profile t4                      # the run's adapter, as notebook 05
+    python scripts/evaluate.py --profile large --adapter runs/big/large/adapter
+    python scripts/evaluate.py --profile large --merged exports/merged_16bit
+
+With --adapter (default: the profile's run folder), the base model is the trained one with its
+LoRA switched off, exactly as in notebook 05. With --merged, the merged model is the "trained"
+side and the profile's base model, loaded next to it with plain transformers, the "base" side.
+Results go to OUTPUT_DIR/results.json and problems.csv, compared with any previous results there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `helpers` without installing the course
+
+from helpers.profiles import PROFILES  # noqa: E402
+
+if TYPE_CHECKING:
+    from helpers.evaluation import DecodingSettings, Generation
+    from helpers.profiles import Profile
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is reported on one line (argparse prints usage + error: two)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def existing_dir(text: str) -> Path:
+    """An argparse type: a folder that exists."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder at {text!r}")
+    return path
+
+
+def build_parser() -> OneLineParser:
+    """The command line: which model to evaluate, on how many problems, with what decoding."""
+    parser = OneLineParser(
+        prog="evaluate.py",
+        description="Held-out GSM8K accuracy, base vs trained, as notebook 05 measures it.",
+    )
+    parser.add_argument(
+        "--profile", choices=sorted(PROFILES), default=None,
+        help="sizes and data (helpers/profiles.py); default: $GRPO_PROFILE, else the hardware's",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--adapter", type=existing_dir, default=None,
+        help="a saved LoRA adapter folder; default: the profile's run folder's adapter/",
+    )
+    source.add_argument(
+        "--merged", type=existing_dir, default=None,
+        help="a merged model folder (helpers.export.merge_to_16bit), compared with the base",
+    )
+    parser.add_argument(
+        "--num-problems", type=int, default=None,
+        help="held-out problems; default: the profile's num_eval_problems",
+    )
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    parser.add_argument("--num-samples", type=int, default=1, help="k > 1 also reports pass@k")
+    parser.add_argument(
+        "--output-dir", type=Path, default=None,
+        help="where results.json and problems.csv go; default: eval/ next to the model folder",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (sys.argv when argv is None)."""
+    return build_parser().parse_args(argv)
+
+
+def load_merged(profile: Profile, merged_dir: Path) -> tuple[Any, Any, Any]:
+    """The merged model, the profile's base model and the merged tokenizer: plain transformers."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers.model import resolve_model_name
+
+    tokenizer = AutoTokenizer.from_pretrained(merged_dir)
+    device = {"device_map": "auto"} if _cuda() else {}
+    merged = AutoModelForCausalLM.from_pretrained(merged_dir, torch_dtype="auto", **device)
+    base = AutoModelForCausalLM.from_pretrained(
+        resolve_model_name(profile), torch_dtype="auto", **device
+    )
+    return base.eval(), merged.eval(), tokenizer
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def two_model_generate(base: Any, merged: Any) -> Any:
+    """An `evaluate(generate=...)` that answers 'base' with one model and 'trained' with another."""
+    from helpers.evaluation import SIDES, generate_hf
+
+    def generate(
+        model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings,
+        side: str, adapter_dir: Path,
+    ) -> list[list[Generation]]:
+        if side not in SIDES:
+            raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+        chosen = merged if side == "trained" else base
+        return generate_hf(chosen, tokenizer, prompts, settings, desc=side)
+
+    return generate
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Load, evaluate both sides, save, and print the table notebook 05 shows."""
+    args = parse_args(argv)
+    from helpers.session import start
+
+    hw, profile = start(args.profile)
+    if args.merged is None:
+        import unsloth  # noqa: F401  (before transformers and peft, as in notebook 05)
+
+    from helpers.data import load_gsm8k
+    from helpers.evaluation import (
+        compare_runs,
+        decoding_settings,
+        evaluate,
+        gains,
+        load_results,
+        markdown_table,
+        require_adapter,
+        save_results,
+        summary_table,
+    )
+    from helpers.paths import run_dir
+
+    settings = decoding_settings(
+        profile, temperature=args.temperature, num_samples=args.num_samples
+    )
+    problems = list(load_gsm8k("test", profile, limit=args.num_problems))
+    if args.merged is None:
+        from helpers.export import load_trained
+
+        adapter = args.adapter or require_adapter(run_dir(profile.name))
+        model, tokenizer = load_trained(profile, adapter)
+        results = evaluate(model, tokenizer, problems, settings, adapter)
+        source = adapter
+    else:
+        base, merged, tokenizer = load_merged(profile, args.merged)
+        generate = two_model_generate(base, merged)
+        results = evaluate(merged, tokenizer, problems, settings, args.merged, generate=generate)
+        source = args.merged
+    out = args.output_dir or source.parent / "eval"
+    previous = load_results(out)
+    save_results(results, out)
+    print(markdown_table(summary_table(results)))
+    gain = gains(results)
+    print(f"gain in points: strict {gain['strict']:+.1f}, lenient {gain['lenient']:+.1f}, "
+          f"format {gain['format']:+.1f}")
+    print(compare_runs(previous, results))
+    print(f"saved: {out / 'results.json'} and {out / 'problems.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,438 @@
+"""Notebook 04's GRPO run as a script: one process with unsloth, or several under accelerate.
+
+    python scripts/train_grpo.py --profile smoke --max-steps 5            # CPU, ~1 min
+    python scripts/train_grpo.py --profile t4                            # one GPU, as on Colab
+    accelerate launch --config_file configs/accelerate/ddp.yaml --num_processes 4 \\
+        scripts/train_grpo.py --profile large                            # 4 GPUs (GPU only)
+    accelerate launch --num_processes 2 --cpu scripts/train_grpo.py --profile smoke --max-steps 3
+
+Same data, rewards, profile, GRPOConfig, checkpoints, log and figures as notebook 04 (all from
+`helpers`). What changes with several processes is decided in one place, `plan_run`: unsloth
+trains on one device only, so several processes load the model with transformers + peft.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `helpers` without installing the course
+
+# These import torch at most: `import unsloth` must still come before trl/transformers/peft.
+from helpers.hardware import Hardware, choose_precision  # noqa: E402
+from helpers.paths import run_dir, shown  # noqa: E402
+from helpers.profiles import PROFILES, Profile  # noqa: E402
+
+if TYPE_CHECKING:
+    from trl import GRPOConfig
+
+Backend = Literal["unsloth", "peft"]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is reported on one line (argparse prints usage + error: two)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> OneLineParser:
+    """The command line: profile, model, steps, output folder, resume, and the scale-up knobs."""
+    parser = OneLineParser(
+        prog="train_grpo.py",
+        description="GRPO on GSM8K, as notebook 04 runs it. Run it with python for one process, "
+        "or with `accelerate launch` for several (see notebooks/08_scaling_up.ipynb).",
+    )
+    parser.add_argument(
+        "--profile", choices=sorted(PROFILES), default=None,
+        help="sizes and knobs (helpers/profiles.py); default: $GRPO_PROFILE, else the hardware's",
+    )
+    parser.add_argument(
+        "--model", default=None,
+        help="a hub id or local folder instead of the profile's model (e.g. a bigger one)",
+    )
+    parser.add_argument(
+        "--max-steps", type=positive_int, default=None,
+        help="optimizer steps; default: the profile's max_steps",
+    )
+    parser.add_argument(
+        "--output-dir", type=Path, default=None,
+        help="the run folder (checkpoints/, adapter/, log_history.json, figures/); "
+        "default: runs/course/<profile>, or $GRPO_RUN_DIR/<profile>",
+    )
+    parser.add_argument(
+        "--resume", action=argparse.BooleanOptionalAction, default=True,
+        help="continue from the newest checkpoint in OUTPUT_DIR/checkpoints (default); "
+        "--no-resume deletes those checkpoints and starts again at step 1",
+    )
+    parser.add_argument(
+        "--vllm-server-host", default=None,
+        help="generate with a `trl vllm-serve` server on this host (vllm_mode='server'; GPU only)",
+    )
+    parser.add_argument("--vllm-server-port", type=positive_int, default=8000)
+    parser.add_argument(
+        "--debug-dump-params", type=Path, default=None, metavar="DIR",
+        help="(tests) each rank writes DIR/rank<N>.json: checksums of the LoRA weights and "
+        "gradients at every step, and what its reward function scored",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (sys.argv when argv is None)."""
+    return build_parser().parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How this process trains: which library loads the model, and whether the base is 4-bit."""
+
+    backend: Backend
+    load_in_4bit: bool
+    world_size: int
+    why: str
+
+
+def plan_run(world_size: int, vllm_server: bool) -> Plan:
+    """The one place that picks unsloth or transformers + peft, and 4-bit or 16-bit weights."""
+    if world_size == 1 and not vllm_server:
+        return Plan("unsloth", True, 1, "one process: unsloth, exactly as notebook 04")
+    if vllm_server:
+        return Plan(
+            "peft", False, world_size,
+            "vLLM server mode: trl merges LoRA into the base and sends the weights to the "
+            "server, which needs 16-bit weights, not packed 4-bit ones; unsloth does not do "
+            "server mode, so transformers + peft load a 16-bit base",
+        )
+    return Plan(
+        "peft", True, world_size,
+        f"{world_size} processes: unsloth trains on one device only, so transformers + peft "
+        "load the same 4-bit base (bitsandbytes NF4, on CPU too) and the same LoRA settings",
+    )
+
+
+def check_server_model(profile: Profile, vllm_server: bool) -> str | None:
+    """Why this model cannot be used with a vLLM server (None when it can)."""
+    if vllm_server and "bnb-4bit" in profile.model_name:
+        return (
+            f"--vllm-server-host needs a 16-bit model that vLLM serves too, not "
+            f"{profile.model_name}: download the 16-bit one (huggingface-cli download "
+            "<id> --local-dir DIR) and pass --model DIR here and to `trl vllm-serve --model`"
+        )
+    return None
+
+
+def world_size_from_env() -> int:
+    """How many processes `accelerate launch` (or torchrun) started; 1 under plain python."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def with_model(profile: Profile, model: str | None) -> Profile:
+    """The profile, with --model in place of its model when given."""
+    return profile if model is None else replace(profile, model_name=model)
+
+
+def output_dir(args: argparse.Namespace, profile: Profile) -> Path:
+    """The run folder: --output-dir, else the one notebooks 04-06 share."""
+    return args.output_dir if args.output_dir is not None else run_dir(profile.name)
+
+
+def config_overrides(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
+    """GRPOConfig settings beyond the profile's: empty for a plain one-process run."""
+    overrides: dict[str, Any] = {}
+    if args.max_steps is not None:
+        overrides["max_steps"] = args.max_steps
+    if plan.world_size > 1:
+        # Every LoRA weight gets a gradient each step: DDP need not search the graph for unused
+        # ones (that search also clashes with gradient checkpointing's second forward pass).
+        overrides["ddp_find_unused_parameters"] = False
+    if args.vllm_server_host is not None:
+        overrides.update(
+            use_vllm=True, vllm_mode="server",
+            vllm_server_host=args.vllm_server_host, vllm_server_port=args.vllm_server_port,
+        )
+    return overrides
+
+
+def build_config(
+    args: argparse.Namespace, hw: Hardware, profile: Profile, plan: Plan | None = None
+) -> GRPOConfig:
+    """The GRPOConfig: helpers.training.make_grpo_config, as notebook 04 calls it, + overrides."""
+    from helpers.training import checkpoint_dir, make_grpo_config
+
+    plan = plan or plan_run(1, args.vllm_server_host is not None)
+    checkpoints = checkpoint_dir(output_dir(args, profile), profile)
+    return make_grpo_config(profile, hw, checkpoints, **config_overrides(args, plan))
+
+
+def batch_arithmetic(
+    per_device_train_batch_size: int, gradient_accumulation_steps: int, world_size: int,
+    num_generations: int,
+) -> dict[str, int]:
+    """Completions and prompts per optimizer step, per process and in all (trl 0.22's rule)."""
+    per_process = per_device_train_batch_size * gradient_accumulation_steps
+    total = per_process * world_size  # trl's generation_batch_size
+    if total % num_generations:
+        raise ValueError(
+            f"{per_device_train_batch_size} x {gradient_accumulation_steps} x {world_size} = "
+            f"{total} completions per step is not divisible by num_generations="
+            f"{num_generations}: change gradient_accumulation_steps or the number of processes."
+        )
+    return {
+        "completions_per_process": per_process,
+        "completions_per_step": total,
+        "prompts_per_step": total // num_generations,
+    }
+
+
+def describe_batch(config: GRPOConfig, world_size: int) -> str:
+    """One line: how the config's batch sizes add up across processes."""
+    b = batch_arithmetic(
+        config.per_device_train_batch_size, config.gradient_accumulation_steps, world_size,
+        config.num_generations,
+    )
+    return (
+        f"Batch: {config.per_device_train_batch_size} x {config.gradient_accumulation_steps} "
+        f"x {world_size} process(es) = {b['completions_per_step']} completions per step "
+        f"= {b['prompts_per_step']} prompt(s) x {config.num_generations} generations"
+    )
+
+
+def load_unsloth(profile: Profile) -> tuple[Any, Any]:
+    """Notebook 01's two unsloth calls."""
+    from unsloth import FastLanguageModel
+
+    from helpers.model import load_kwargs, lora_kwargs
+
+    model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
+    return FastLanguageModel.get_peft_model(model, **lora_kwargs(profile)), tokenizer
+
+
+def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool) -> tuple[Any, Any]:
+    """The same base and LoRA settings (helpers.model) through transformers + peft."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+    from helpers.model import load_kwargs, lora_kwargs
+
+    load, lora = load_kwargs(profile), lora_kwargs(profile)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[
+        choose_precision(hw)
+    ]
+    quantization = None
+    if load_in_4bit:
+        quantization = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=dtype,
+            bnb_4bit_quant_storage=dtype,  # lets ZeRO-3 shard the packed weights like others
+        )
+    # No device_map: accelerate has already picked this process's GPU (bitsandbytes loads
+    # there); DeepSpeed places the weights itself.
+    model = AutoModelForCausalLM.from_pretrained(
+        load["model_name"], torch_dtype=dtype, quantization_config=quantization
+    )
+    tokenizer = AutoTokenizer.from_pretrained(load["model_name"])
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    torch.manual_seed(lora["random_state"])  # same LoRA init on every rank, as unsloth seeds it
+    adapter = LoraConfig(
+        r=lora["r"], lora_alpha=lora["lora_alpha"], target_modules=lora["target_modules"],
+        lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, adapter), tokenizer
+
+
+def load_model(profile: Profile, hw: Hardware, plan: Plan) -> tuple[Any, Any]:
+    """Model with LoRA, and tokenizer, through the library the plan names."""
+    if plan.backend == "unsloth":
+        return load_unsloth(profile)
+    return load_peft(profile, hw, plan.load_in_4bit)
+
+
+def train_dataset(profile: Profile) -> Any:
+    """GSM8K train (synthetic in the smoke profile) in trl's columns, as notebook 04 maps it."""
+    from helpers.data import load_gsm8k, to_grpo_example
+
+    return load_gsm8k("train", profile).map(to_grpo_example, remove_columns=["question"])
+
+
+def checksum(tensors: dict[str, Any]) -> str:
+    """sha256 of tensors' bytes, in name order: equal only if every value is bit-identical."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        digest.update(name.encode())
+        digest.update(tensors[name].detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def observed(func: Callable[..., list[float]], seen: list[dict[str, Any]]) -> Callable:
+    """`func`, unchanged, that also notes what this process scored (same __name__ for trl)."""
+
+    @functools.wraps(func)
+    def wrapper(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        seen.append({"completions": len(completions), "answers": list(kwargs.get("answer", []))})
+        return func(completions, **kwargs)
+
+    return wrapper
+
+
+def param_dump_callback(folder: Path, rank: int, world_size: int, seen: list[dict]) -> Any:
+    """A TrainerCallback writing this rank's weight/gradient checksums to folder/rank<N>.json."""
+    from transformers import TrainerCallback
+
+    def trainable(model: Any, grads: bool) -> dict[str, Any]:
+        return {
+            n: (p.grad if grads else p) for n, p in model.named_parameters()
+            if p.requires_grad and (p.grad is not None or not grads)
+        }
+
+    class ParamDump(TrainerCallback):
+        def __init__(self) -> None:
+            self.record: dict[str, Any] = {
+                "rank": rank, "world_size": world_size, "pid": os.getpid(), "steps": [],
+            }
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
+                           **kwargs: Any) -> None:
+            from accelerate import PartialState
+
+            state = PartialState()
+            self.record.update(backend=state.backend, distributed_type=str(state.distributed_type))
+            self.record["initial_params"] = checksum(trainable(model, grads=False))
+
+        def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None,
+                                  **kwargs: Any) -> None:
+            grads = trainable(model, grads=True)  # after DDP's all-reduce: the averaged ones
+            self.record["steps"].append({
+                "grads": checksum(grads),
+                "grad_abs_sum": float(sum(g.abs().sum() for g in grads.values())),
+            })
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None,
+                        **kwargs: Any) -> None:
+            step = self.record["steps"][-1]
+            step.update(step=state.global_step, params=checksum(trainable(model, grads=False)))
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.record["scored"] = seen
+            self.record["config"] = {
+                k: getattr(args, k) for k in (
+                    "per_device_train_batch_size", "gradient_accumulation_steps",
+                    "num_generations", "generation_batch_size", "steps_per_generation",
+                )
+            }
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"rank{rank}.json").write_text(json.dumps(self.record, indent=1))
+
+    return ParamDump()
+
+
+def save_outputs(trainer: Any, tokenizer: Any, run: Path) -> None:
+    """The figure, adapter and log_history.json notebook 04 saves, written by the main process."""
+    from helpers.plotting import print_health_check, save_figure
+    from helpers.training import save_adapter, save_log_history
+
+    plugin = trainer.accelerator.state.deepspeed_plugin
+    zero3 = trainer.is_deepspeed_enabled and plugin.zero_stage == 3
+    if zero3:
+        trainer.save_model(str(run / "adapter"))  # every rank: gathers the sharded LoRA weights
+    if not trainer.accelerator.is_main_process:
+        return
+    log = trainer.state.log_history
+    print_health_check(log)
+    print(f"Figure : {shown(save_figure(log, run / 'figures' / 'training.png'))}")
+    if zero3:
+        tokenizer.save_pretrained(str(run / "adapter"))
+        print(f"Adapter: {shown(run / 'adapter')}")
+    else:
+        print(f"Adapter: {shown(save_adapter(trainer.model, tokenizer, run))}")
+    print(f"Log    : {shown(save_log_history(log, run))}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, plan, load, train (or resume), and save what notebook 04 saves."""
+    args = parse_args(argv)
+    from helpers.session import start
+
+    hw, profile = start(args.profile)
+    profile = with_model(profile, args.model)
+    problem = check_server_model(profile, args.vllm_server_host is not None)
+    if problem:
+        build_parser().error(problem)
+    plan = plan_run(world_size_from_env(), args.vllm_server_host is not None)
+    if plan.backend == "unsloth":
+        import unsloth  # noqa: F401  (before trl, transformers and peft: it patches them)
+    from accelerate import PartialState
+
+    state = PartialState()  # joins the process group under `accelerate launch`
+    run = output_dir(args, profile)
+    config = build_config(args, hw, profile, plan)
+    if state.is_main_process:
+        from helpers.training import explain_config
+
+        print(f"Backend: {plan.backend} ({plan.why})")
+        print(describe_batch(config, plan.world_size))
+        print(f"Run    : {shown(run)}")
+        print(explain_config(config))
+    if not args.resume and state.is_main_process:
+        shutil.rmtree(config.output_dir, ignore_errors=True)
+    state.wait_for_everyone()
+    from helpers.training import use_one_cpu_thread
+
+    use_one_cpu_thread(hw)
+    with state.main_process_first():  # the first process builds/downloads; the others reuse
+        model, tokenizer = load_model(profile, hw, plan)
+        dataset = train_dataset(profile)
+
+    from trl import GRPOTrainer
+
+    from helpers.plotting import CompletionSampler, LivePlot
+    from helpers.rewards import REWARD_FUNCS
+    from helpers.training import train_or_resume
+
+    seen: list[dict[str, Any]] = []
+    rewards = list(REWARD_FUNCS)
+    callbacks: list[Any] = []
+    if state.is_main_process:  # one writer for the figure, log and samples (notebook 04's)
+        callbacks.append(LivePlot(run, every=max(1, config.max_steps // 10)))
+    if args.debug_dump_params is not None:
+        rewards[0] = observed(rewards[0], seen)
+        callbacks.append(
+            param_dump_callback(args.debug_dump_params, state.process_index, plan.world_size, seen)
+        )
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, reward_funcs=rewards, args=config,
+        train_dataset=dataset, callbacks=callbacks,
+    )
+    if state.is_main_process:
+        trainer.add_callback(CompletionSampler(trainer, run, every=max(1, config.max_steps // 3)))
+    train_or_resume(trainer)
+    save_outputs(trainer, tokenizer, run)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
