@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers.hardware import Hardware, choose_precision, detect_hardware
+from helpers.hardware import Hardware, choose_precision, detect_hardware, use_one_cpu_thread
 from helpers.profiles import Profile, explain_choice, select_profile
 
 SEED = 3407
@@ -21,10 +21,14 @@ def seed_everything(seed: int) -> None:
 
 
 def start(requested_profile: str | None = None, seed: int = SEED) -> tuple[Hardware, Profile]:
-    """Detect the hardware, pick and check the profile, seed everything, and say so."""
+    """Detect the hardware, pick and check the profile, seed everything, and say so.
+
+    On CPU, torch gets one thread: the smoke model's matrices are too small to split.
+    """
     hw = detect_hardware()
     profile = select_profile(hw, requested_profile)
     seed_everything(seed)
+    use_one_cpu_thread(hw)
     print(f"Hardware : {hw.describe()}")
     print(f"Profile  : {profile.name}, {explain_choice(hw, requested_profile)}")
     print(f"           {profile.summary}")

@@ -32,7 +32,9 @@ BOOTSTRAP = f'''{BOOTSTRAP_MARK}: on Colab, fetch the course and install its pin
 import os
 import subprocess
 import sys
+import warnings
 
+warnings.filterwarnings("ignore", message="IProgress not found")  # text progress bars are fine
 COURSE_REPO = "{COURSE_REPO}"
 COURSE_REF, COLAB_DIR = "{COURSE_REF}", "{COLAB_DIR}"
 if "google.colab" in sys.modules and not os.path.isdir(COLAB_DIR):

@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:
 from helpers.hardware import Hardware, choose_precision  # noqa: E402
 from helpers.paths import run_dir, shown  # noqa: E402
 from helpers.profiles import PROFILES, Profile  # noqa: E402
+from helpers.training import describe_batch  # noqa: E402
 
 if TYPE_CHECKING:
     from trl import GRPOConfig
@@ -185,39 +186,6 @@ def build_config(
     plan = plan or plan_run(1, args.vllm_server_host is not None)
     checkpoints = checkpoint_dir(output_dir(args, profile), profile)
     return make_grpo_config(profile, hw, checkpoints, **config_overrides(args, plan))
-
-
-def batch_arithmetic(
-    per_device_train_batch_size: int, gradient_accumulation_steps: int, world_size: int,
-    num_generations: int,
-) -> dict[str, int]:
-    """Completions and prompts per optimizer step, per process and in all (trl 0.22's rule)."""
-    per_process = per_device_train_batch_size * gradient_accumulation_steps
-    total = per_process * world_size  # trl's generation_batch_size
-    if total % num_generations:
-        raise ValueError(
-            f"{per_device_train_batch_size} x {gradient_accumulation_steps} x {world_size} = "
-            f"{total} completions per step is not divisible by num_generations="
-            f"{num_generations}: change gradient_accumulation_steps or the number of processes."
-        )
-    return {
-        "completions_per_process": per_process,
-        "completions_per_step": total,
-        "prompts_per_step": total // num_generations,
-    }
-
-
-def describe_batch(config: GRPOConfig, world_size: int) -> str:
-    """One line: how the config's batch sizes add up across processes."""
-    b = batch_arithmetic(
-        config.per_device_train_batch_size, config.gradient_accumulation_steps, world_size,
-        config.num_generations,
-    )
-    return (
-        f"Batch: {config.per_device_train_batch_size} x {config.gradient_accumulation_steps} "
-        f"x {world_size} process(es) = {b['completions_per_step']} completions per step "
-        f"= {b['prompts_per_step']} prompt(s) x {config.num_generations} generations"
-    )
 
 
 def load_unsloth(profile: Profile) -> tuple[Any, Any]:
@@ -400,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.resume and state.is_main_process:
         shutil.rmtree(config.output_dir, ignore_errors=True)
     state.wait_for_everyone()
-    from helpers.training import use_one_cpu_thread
+    from helpers.hardware import use_one_cpu_thread
 
     use_one_cpu_thread(hw)
     with state.main_process_first():  # the first process builds/downloads; the others reuse

@@ -1,0 +1,368 @@
+"""The GRPO run: its config from a profile, checks before anything loads, and crash-safe resumes.
+
+trl is imported inside the functions: `import unsloth` must come first (the notebooks do that),
+so that on a GPU `trl.GRPOConfig` is unsloth's patched one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from helpers.hardware import Hardware, choose_precision
+from helpers.memory import ARCHITECTURES, estimate
+from helpers.profiles import SMOKE_MODEL, Profile
+from helpers.session import SEED
+
+if TYPE_CHECKING:
+    from trl import GRPOConfig
+
+KNOWN_MODELS = frozenset(ARCHITECTURES)
+DRIVE_ROOT = Path("/content/drive")
+DRIVE_RUNS = DRIVE_ROOT / "MyDrive" / "grpo-course"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+# One line per knob: what it does and what it costs in memory or time.
+KNOB_NOTES = {
+    "num_generations": "completions per prompt (a group); memory: KV cache x G, time: x G",
+    "per_device_train_batch_size": "completions per forward/backward pass; main activation cost",
+    "gradient_accumulation_steps": "passes summed per optimizer step: bigger batch, no memory",
+    "max_prompt_length": "prompt tokens kept (cut from the left); GSM8K fits in 256",
+    "max_completion_length": "answer budget; memory and time grow with it; too short truncates",
+    "learning_rate": "LoRA step size: ~5e-6 on real models; the random smoke model needs more",
+    "lr_scheduler_type": "decay after warm-up; free",
+    "warmup_ratio": "first 10% of steps ramp the learning rate up: avoids early blow-ups",
+    "optim": "adamw_8bit keeps Adam's two moments in 8 bits: 2 bytes/param, not 8",
+    "max_grad_norm": "clip each update's size; 0.1 keeps RL steps small and stable",
+    "max_steps": "optimizer steps; time grows linearly (~30-60 s a step on a T4)",
+    "beta": "KL penalty weight; 0 = no reference model: one model less in memory",
+    "temperature": "sampling randomness; 1.0 keeps a group diverse (needed for spread)",
+    "bf16": "bfloat16 compute: Ampere (8.0+) only",
+    "fp16": "float16 compute: the T4's half precision",
+    "use_cpu": "train on the CPU (smoke profile)",
+    "save_steps": "checkpoint every N steps: a disconnect costs at most N steps",
+    "save_total_limit": "checkpoints kept; each holds LoRA weights + optimizer state",
+    "logging_steps": "log every step, for the live plot",
+    "reward_weights": "weight of each reward function in the total reward",
+    "report_to": "no wandb/tensorboard account needed",
+    "push_to_hub": "nothing is uploaded",
+}
+
+
+def explain_config(config: Any) -> str:
+    """One line per course knob: `name = value  # what it costs`."""
+    lines = []
+    for name, note in KNOB_NOTES.items():
+        value = getattr(config, name, None)
+        value = getattr(value, "value", value)  # enums (optim, scheduler) print as their string
+        if isinstance(value, list) and name == "report_to":
+            value = value or "none"
+        lines.append(f"{name:<28} = {value!s:<12} # {note}")
+    return "\n".join(lines)
+
+
+class TrainingConfigError(ValueError):
+    """A training setting that would fail later; the message names the fix."""
+
+
+def checkpoint_every(max_steps: int) -> int:
+    """Save about three times a run, and at least every 25 steps (a T4 step takes ~30-60 s)."""
+    return max(1, min(25, max_steps // 3))
+
+
+def grpo_settings(profile: Profile, hw: Hardware, output_dir: str | Path, **overrides: Any) -> dict:
+    """The GRPOConfig keyword arguments for `profile` on `hw`: the same for every caller."""
+    precision = choose_precision(hw)
+    settings: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        # Batch sizes count completions: 1 x 4 = one prompt's group of 4 per optimizer step.
+        "num_generations": profile.num_generations,
+        "per_device_train_batch_size": profile.per_device_train_batch_size,
+        "gradient_accumulation_steps": profile.gradient_accumulation_steps,
+        "max_prompt_length": profile.max_prompt_length,
+        "max_completion_length": profile.max_completion_length,
+        "learning_rate": profile.learning_rate,
+        "lr_scheduler_type": "cosine",
+        "warmup_ratio": 0.1,
+        "optim": profile.optim,
+        "max_grad_norm": profile.max_grad_norm,
+        "max_steps": profile.max_steps,
+        "beta": 0.0,  # no KL term and no reference model: the loss reads ~0 (see notebook 04)
+        "temperature": 1.0,
+        "bf16": precision == "bf16",
+        "fp16": precision == "fp16",
+        "use_cpu": not hw.cuda,
+        "logging_steps": 1,
+        "save_total_limit": 2,  # two checkpoints: the latest, and one in case it is half-written
+        "report_to": "none",
+        "push_to_hub": False,
+        "log_completions": False,  # we keep our own completion table (helpers.plotting)
+        "seed": SEED,
+    }
+    settings.update(_reward_weights())
+    settings.update(overrides)
+    settings.setdefault("save_steps", checkpoint_every(settings["max_steps"]))
+    return settings
+
+
+def _reward_weights() -> dict[str, list[float]]:
+    from helpers.rewards import REWARD_WEIGHTS
+
+    return {"reward_weights": list(REWARD_WEIGHTS)}
+
+
+def check_model_name(name: str) -> None:
+    """A known hub id, the smoke model, or a local folder; no network is used to decide."""
+    if name == SMOKE_MODEL or name in KNOWN_MODELS or Path(name).is_dir():
+        return
+    known = ", ".join(sorted(KNOWN_MODELS - {SMOKE_MODEL}))
+    if not _HUB_ID.match(name):
+        raise TrainingConfigError(
+            f"{name!r} is neither a folder on this machine nor a hub id like 'owner/name': "
+            f"fix the spelling, or use one of {known}."
+        )
+    raise TrainingConfigError(
+        f"Unknown model {name!r}: use one of {known}, or add its config.json numbers to "
+        "helpers.memory.ARCHITECTURES so the memory check can size it."
+    )
+
+
+def batch_arithmetic(
+    per_device_train_batch_size: int, gradient_accumulation_steps: int, world_size: int,
+    num_generations: int,
+) -> dict[str, int]:
+    """Completions and prompts per optimizer step, per process and in all (trl 0.22's rule)."""
+    per_process = per_device_train_batch_size * gradient_accumulation_steps
+    total = per_process * world_size  # trl's generation_batch_size
+    if total % num_generations:
+        raise ValueError(
+            f"{per_device_train_batch_size} x {gradient_accumulation_steps} x {world_size} = "
+            f"{total} completions per step is not divisible by num_generations="
+            f"{num_generations}: change gradient_accumulation_steps or the number of processes."
+        )
+    return {
+        "completions_per_process": per_process,
+        "completions_per_step": total,
+        "prompts_per_step": total // num_generations,
+    }
+
+
+def describe_batch(config: GRPOConfig, world_size: int) -> str:
+    """One line: how the config's batch sizes add up across processes."""
+    b = batch_arithmetic(
+        config.per_device_train_batch_size, config.gradient_accumulation_steps, world_size,
+        config.num_generations,
+    )
+    return (
+        f"Batch: {config.per_device_train_batch_size} x {config.gradient_accumulation_steps} "
+        f"x {world_size} process(es) = {b['completions_per_step']} completions per step "
+        f"= {b['prompts_per_step']} prompt(s) x {config.num_generations} generations"
+    )
+
+
+def effective_profile(profile: Profile, settings: dict[str, Any]) -> Profile:
+    """The profile with any overridden knob (num_generations, ...) replaced, for checks."""
+    names = {f.name for f in fields(Profile)}
+    return replace(profile, **{k: v for k, v in settings.items() if k in names})
+
+
+def validate(profile: Profile, hw: Hardware, settings: dict[str, Any]) -> None:
+    """Stop before loading or training, with one sentence that names the fix."""
+    effective = effective_profile(profile, settings)
+    generations = settings["num_generations"]
+    batch = settings["per_device_train_batch_size"] * settings["gradient_accumulation_steps"]
+    if generations < 2:
+        raise TrainingConfigError(
+            f"num_generations={generations}: GRPO compares completions within a group, so it "
+            "needs at least 2; set num_generations=4."
+        )
+    if batch % generations:
+        accum = -(-generations // settings["per_device_train_batch_size"])
+        while (settings["per_device_train_batch_size"] * accum) % generations:
+            accum += 1
+        raise TrainingConfigError(
+            f"per_device_train_batch_size x gradient_accumulation_steps = {batch} completions, "
+            f"which is not divisible by num_generations={generations}: set "
+            f"gradient_accumulation_steps={accum} (or num_generations to a divisor of {batch})."
+        )
+    if settings.get("bf16") and choose_precision(hw) != "bf16":
+        where = hw.gpu_name or "a CPU"
+        raise TrainingConfigError(
+            f"bf16=True, but {where} has no bf16 (it needs compute capability 8.0+): remove the "
+            "bf16 override; make_grpo_config picks fp16 on a T4 for you."
+        )
+    if settings.get("fp16") and not hw.cuda:
+        raise TrainingConfigError("fp16=True needs a CUDA GPU: remove the fp16 override on CPU.")
+    check_model_name(effective.model_name)
+    if hw.cuda and effective.model_name in ARCHITECTURES:
+        est = estimate(effective, hw)
+        if est.verdict == "won't fit":
+            raise TrainingConfigError(f"This run won't fit: {est.summary()}")
+
+
+def make_grpo_config(
+    profile: Profile, hw: Hardware, output_dir: str | Path, **overrides: Any
+) -> GRPOConfig:
+    """trl's GRPOConfig for `profile` on `hw`, checked first; `overrides` win over the profile."""
+    settings = grpo_settings(profile, hw, output_dir, **overrides)
+    validate(profile, hw, settings)
+    from trl import GRPOConfig
+
+    config = GRPOConfig(**settings)
+    # On GPU, unsloth's patched GRPOConfig may silently reset the batch size to num_generations.
+    if config.per_device_train_batch_size != settings["per_device_train_batch_size"]:
+        raise TrainingConfigError(
+            f"unsloth changed per_device_train_batch_size from "
+            f"{settings['per_device_train_batch_size']} to {config.per_device_train_batch_size} "
+            "(see its message above): make it a multiple of num_generations."
+        )
+    return config
+
+
+def on_colab() -> bool:
+    """True inside a Google Colab runtime."""
+    import sys
+
+    return "google.colab" in sys.modules
+
+
+def checkpoint_dir(run_dir: Path, profile: Profile, save_to_drive: bool = False) -> Path:
+    """Where checkpoints go: the run folder, or Google Drive (Colab only) to outlive the VM."""
+    if not save_to_drive:
+        return run_dir / "checkpoints"
+    if not on_colab():
+        raise TrainingConfigError(
+            "SAVE_TO_DRIVE=True works only on Colab: set SAVE_TO_DRIVE = False here."
+        )
+    if not (DRIVE_ROOT / "MyDrive").is_dir():
+        from google.colab import drive  # Colab-only: asks for permission once
+
+        drive.mount(str(DRIVE_ROOT))
+    return DRIVE_RUNS / profile.name / "checkpoints"
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    """The newest complete `checkpoint-N` folder, or None."""
+    if not folder.is_dir():
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    found = get_last_checkpoint(str(folder))
+    return Path(found) if found else None
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    """The global step a checkpoint was saved at (from its trainer_state.json)."""
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    return int(state["global_step"])
+
+
+def describe_resume(checkpoint: Path | None, max_steps: int, every: int) -> str:
+    """What the training cell is about to do, in one sentence."""
+    if checkpoint is None:
+        return f"Starting a new run of {max_steps} steps; a checkpoint is saved every {every}."
+    step = checkpoint_step(checkpoint)
+    if step >= max_steps:
+        return (
+            f"RESUMING: {checkpoint.name} already holds all {max_steps} steps, so training ends "
+            "at once; delete the checkpoints folder to train again from scratch."
+        )
+    return (
+        f"RESUMING from {checkpoint.name}: steps 1-{step} are done and kept (weights, optimizer, "
+        f"log); training continues at step {step + 1} of {max_steps}."
+    )
+
+
+# Settings a checkpoint must share with the run that resumes it (max_steps may grow).
+RESUME_KEYS = (
+    "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
+    "max_prompt_length", "max_completion_length", "learning_rate", "optim", "beta", "seed",
+)
+
+
+def run_fingerprint(trainer: Any) -> dict[str, Any]:
+    """What a resumed run must match: the base model and the settings in RESUME_KEYS."""
+    args = trainer.args
+    values = {key: getattr(args, key) for key in RESUME_KEYS}
+    settings = {key: getattr(value, "value", value) for key, value in values.items()}  # enums
+    return {"model": str(getattr(trainer.model.config, "_name_or_path", "")), **settings}
+
+
+def check_resumable(folder: Path, fingerprint: dict[str, Any]) -> None:
+    """Refuse to resume checkpoints made by a different model or different settings."""
+    path = folder / "run_fingerprint.json"
+    if not path.exists():
+        return
+    saved = json.loads(path.read_text())
+    changed = [
+        f"{key}: {saved.get(key)!r} -> {value!r}"
+        for key, value in fingerprint.items()
+        if saved.get(key) != value
+    ]
+    if changed:
+        raise TrainingConfigError(
+            f"The checkpoints in {folder.name}/ come from a different run ({'; '.join(changed)}): "
+            "delete that folder to start over, or set the old values back to resume."
+        )
+
+
+def train_or_resume(trainer: Any) -> Any:
+    """Train, resuming from the newest checkpoint in the trainer's output_dir, and say which."""
+    args = trainer.args
+    folder = Path(args.output_dir)
+    checkpoint = latest_checkpoint(folder)
+    fingerprint = run_fingerprint(trainer)
+    if checkpoint is not None:
+        check_resumable(folder, fingerprint)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run_fingerprint.json").write_text(json.dumps(fingerprint, indent=1))
+    print(describe_resume(checkpoint, args.max_steps, args.save_steps))
+    if checkpoint is not None and checkpoint_step(checkpoint) >= args.max_steps:
+        return load_finished_run(trainer, checkpoint)
+    return trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+
+
+def load_finished_run(trainer: Any, checkpoint: Path) -> Any:
+    """Load a finished run's LoRA weights and log instead of training.
+
+    transformers 4.56 resumed at global_step == max_steps still trains one extra step, so a
+    finished run is loaded, not resumed.
+    """
+    from transformers.trainer_callback import TrainerState
+    from transformers.trainer_utils import TrainOutput
+
+    trainer._load_from_checkpoint(str(checkpoint))  # the adapter weights (LoRA) only
+    trainer.state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
+    return TrainOutput(trainer.state.global_step, float("nan"), {})
+
+
+def save_log_history(log_history: list[dict], run_dir: Path) -> Path:
+    """Write trainer.state.log_history to run_dir/log_history.json (atomically)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "log_history.json"
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(log_history, indent=1))
+    partial.replace(path)
+    return path
+
+
+def load_log_history(run_dir: Path) -> list[dict]:
+    """The saved log history of a run, or a clear error if the run has not been trained."""
+    path = run_dir / "log_history.json"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"No {path.name} in {run_dir.name}/: run notebook 04 (training) first."
+        )
+    return json.loads(path.read_text())
+
+
+def save_adapter(model: Any, tokenizer: Any, run_dir: Path) -> Path:
+    """The trained LoRA adapter and tokenizer, to run_dir/adapter (notebooks 05-06 load it)."""
+    target = run_dir / "adapter"
+    model.save_pretrained(str(target))
+    tokenizer.save_pretrained(str(target))
+    return target

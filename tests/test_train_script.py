@@ -1,0 +1,258 @@
+"""scripts/train_grpo.py: its command line, its GRPOConfig (the same as notebook 04's), and a real
+two-process run under `accelerate launch` with gloo, whose ranks must stay bit-identical."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from helpers.hardware import CPU_ONLY
+from helpers.paths import ROOT
+from helpers.profiles import PROFILES
+from helpers.training import batch_arithmetic
+from scripts import train_grpo as tg  # scripts/ is a namespace package from the root
+
+SCRIPT = ROOT / "scripts" / "train_grpo.py"
+ACCELERATE = Path(sys.executable).with_name("accelerate")
+TWO_PROCESS_STEPS = 8  # ~1 s a step; the seeded run needs a group with reward spread to move
+
+
+
+
+def _run(*args: str, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT,
+        env=env, timeout=timeout,
+    )
+
+
+def test_help_lists_every_flag():
+    done = _run("--help")
+    assert done.returncode == 0, done.stderr
+    for flag in ("--profile", "--model", "--max-steps", "--output-dir", "--resume",
+                 "--no-resume", "--vllm-server-host", "--debug-dump-params"):
+        assert flag in done.stdout
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--profile", "nope"], "invalid choice: 'nope'"),
+        (["--max-steps", "0"], "must be at least 1"),
+        (["--max-steps", "ten"], "expected a whole number"),
+    ],
+)
+def test_a_bad_flag_is_one_line(argv, fragment):
+    done = _run(*argv)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert fragment in lines[0] and lines[0].startswith("train_grpo.py: error:")
+
+
+def _notebook_04_config(max_steps: int | None) -> Any:
+    """Run notebook 04's own parameters cell and config cell, on CPU with the smoke profile."""
+    nb = nbformat.read(ROOT / "notebooks" / "04_grpo_training.ipynb", as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    params = next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    config_cell = next(src for src in code if re.search(r"^config = make_grpo_config\(", src, re.M))
+    namespace: dict[str, Any] = {}
+    exec(params, namespace)  # PROFILE, SAVE_TO_DRIVE, MAX_STEPS, as the notebook sets them
+    # What `hw, profile = start(PROFILE)` returns in CI (GRPO_PROFILE=smoke, no GPU).
+    namespace.update(MAX_STEPS=max_steps, hw=CPU_ONLY, profile=PROFILES["smoke"])
+    exec(config_cell, namespace)
+    return namespace["config"]
+
+
+@pytest.mark.parametrize("max_steps", [None, 7])
+def test_one_process_gives_notebook_04s_config(max_steps):
+    """The script's GRPOConfig equals the one notebook 04's config cell builds, field by field."""
+    argv = ["--profile", "smoke"] + (["--max-steps", str(max_steps)] if max_steps else [])
+    script = tg.build_config(tg.parse_args(argv), CPU_ONLY, PROFILES["smoke"]).to_dict()
+    notebook = _notebook_04_config(max_steps).to_dict()
+    # logging_dir holds the creation time (runs/<date-time>_<host>): the one field that may differ.
+    script.pop("logging_dir"), notebook.pop("logging_dir")
+    assert script == notebook
+    assert script["max_steps"] == (max_steps or PROFILES["smoke"].max_steps)
+
+
+def test_flags_reach_the_config(tmp_path):
+    args = tg.parse_args(["--profile", "smoke", "--max-steps", "7", "--output-dir", str(tmp_path)])
+    config = tg.build_config(args, CPU_ONLY, PROFILES["smoke"])
+    assert config.max_steps == 7
+    assert Path(config.output_dir) == tmp_path / "checkpoints"
+
+
+def test_plan_is_made_in_one_place():
+    single = tg.plan_run(1, vllm_server=False)
+    assert (single.backend, single.load_in_4bit) == ("unsloth", True)
+    several = tg.plan_run(4, vllm_server=False)
+    assert (several.backend, several.load_in_4bit) == ("peft", True)
+    served = tg.plan_run(4, vllm_server=True)
+    assert (served.backend, served.load_in_4bit) == ("peft", False)
+
+
+def test_several_processes_and_vllm_server_settings():
+    args = tg.parse_args(["--profile", "smoke", "--vllm-server-host", "10.0.0.1"])
+    plan = tg.plan_run(2, vllm_server=True)
+    config = tg.build_config(args, CPU_ONLY, PROFILES["smoke"], plan)
+    assert config.use_vllm and config.vllm_mode == "server"
+    assert (config.vllm_server_host, config.vllm_server_port) == ("10.0.0.1", 8000)
+    assert config.ddp_find_unused_parameters is False
+
+
+def test_vllm_server_refuses_a_4bit_checkpoint():
+    assert tg.check_server_model(PROFILES["large"], vllm_server=False) is None
+    assert "16-bit" in tg.check_server_model(PROFILES["large"], vllm_server=True)
+    local = tg.with_model(PROFILES["large"], "models/llama-3.1-8b-instruct")
+    assert tg.check_server_model(local, vllm_server=True) is None
+
+
+@pytest.mark.parametrize(
+    "per_device, accum, world, generations, completions, prompts",
+    [(4, 1, 1, 4, 4, 1), (4, 1, 2, 4, 8, 2), (1, 4, 1, 4, 4, 1), (1, 8, 4, 8, 32, 4),
+     (2, 1, 2, 4, 4, 1)],
+)
+def test_batch_arithmetic(per_device, accum, world, generations, completions, prompts):
+    got = batch_arithmetic(per_device, accum, world, generations)
+    assert got == {
+        "completions_per_process": per_device * accum,
+        "completions_per_step": completions,
+        "prompts_per_step": prompts,
+    }
+
+
+def test_batch_arithmetic_matches_trl():
+    """trl computes generation_batch_size itself; a non-divisible batch is refused by both."""
+    from trl import GRPOConfig
+
+    config = GRPOConfig(
+        output_dir="unused", per_device_train_batch_size=2, gradient_accumulation_steps=3,
+        num_generations=3, use_cpu=True, bf16=False, report_to="none",
+    )
+    assert config.generation_batch_size == batch_arithmetic(2, 3, 1, 3)["completions_per_step"]
+    with pytest.raises(ValueError, match="not divisible by num_generations=4"):
+        batch_arithmetic(1, 2, 1, 4)
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory):
+    """accelerate launch, two CPU processes: the tiny model, a few steps, per-rank dumps."""
+    root = tmp_path_factory.mktemp("ddp")
+    # accelerate 1.16 runs one process for `--cpu` unless mpirun is given; `--multi_gpu` starts
+    # two through torchrun, and with no GPU visible accelerate joins them over gloo on CPU.
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GRPO_RUN_DIR": str(root / "runs"),
+           "OMP_NUM_THREADS": "1"}
+    command = [
+        str(ACCELERATE), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
+        str(SCRIPT), "--profile", "smoke", "--max-steps", str(TWO_PROCESS_STEPS),
+        "--debug-dump-params", str(root / "dump"),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ranks = [json.loads((root / "dump" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return {"ranks": ranks, "run": root / "runs" / "smoke", "stdout": done.stdout}
+
+
+def test_both_ranks_take_part(two_process_run):
+    ranks = two_process_run["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(r["world_size"] == 2 and r["backend"] == "gloo" for r in ranks)
+    assert ranks[0]["pid"] != ranks[1]["pid"]
+    for r in ranks:
+        assert len(r["steps"]) == TWO_PROCESS_STEPS  # each rank ran every optimizer step
+        assert len(r["scored"]) == TWO_PROCESS_STEPS  # and scored its own completions each step
+    # The ranks saw different problems: rank 0's prompts are not rank 1's.
+    answers = [[tuple(s["answers"]) for s in r["scored"]] for r in ranks]
+    assert answers[0] != answers[1]
+
+
+def test_gradients_are_synchronised(two_process_run):
+    """Different data on each rank, yet bit-identical gradients and weights after every step."""
+    rank0, rank1 = two_process_run["ranks"]
+    assert rank0["initial_params"] == rank1["initial_params"]
+    for s0, s1 in zip(rank0["steps"], rank1["steps"], strict=True):
+        assert s0["step"] == s1["step"]
+        assert s0["grads"] == s1["grads"], f"gradients differ at step {s0['step']}"
+        assert s0["params"] == s1["params"], f"weights differ at step {s0['step']}"
+    moved = [s for s in rank0["steps"] if s["grad_abs_sum"] > 0]
+    assert moved, (
+        f"no step had a non-zero gradient in {TWO_PROCESS_STEPS} steps (no group with reward "
+        "spread), so synchronisation was not really tested: raise TWO_PROCESS_STEPS"
+    )
+    assert rank0["steps"][-1]["params"] != rank0["initial_params"]
+
+
+def test_global_batch_matches_the_notebook(two_process_run):
+    """Per step: per_device x accumulation x processes completions, in groups of num_generations."""
+    ranks = two_process_run["ranks"]
+    config = ranks[0]["config"]
+    taught = batch_arithmetic(
+        config["per_device_train_batch_size"], config["gradient_accumulation_steps"], 2,
+        config["num_generations"],
+    )
+    assert config["generation_batch_size"] == taught["completions_per_step"]
+    for step in range(TWO_PROCESS_STEPS):
+        calls = [r["scored"][step] for r in ranks]
+        assert [c["completions"] for c in calls] == [taught["completions_per_process"]] * 2
+        assert sum(c["completions"] for c in calls) == taught["completions_per_step"]
+        groups = [
+            c["answers"][i : i + config["num_generations"]]
+            for c in calls for i in range(0, len(c["answers"]), config["num_generations"])
+        ]
+        assert len(groups) == taught["prompts_per_step"]
+        assert all(len(set(group)) == 1 for group in groups)  # one prompt's completions per group
+    assert "= 8 completions per step = 2 prompt(s) x 4 generations" in two_process_run["stdout"]
+
+
+def test_the_run_writes_what_notebook_04_writes(two_process_run):
+    run = two_process_run["run"]
+    log = json.loads((run / "log_history.json").read_text())
+    assert [e["step"] for e in log if "reward" in e] == list(range(1, TWO_PROCESS_STEPS + 1))
+    assert (run / "figures" / "training.png").stat().st_size > 0
+    assert (run / "adapter" / "adapter_config.json").exists()
+    assert (run / "checkpoints" / f"checkpoint-{TWO_PROCESS_STEPS}").is_dir()
+
+
+def test_evaluate_script_reads_the_two_process_adapter(two_process_run, tmp_path):
+    """Notebook 05's evaluation, from the command line, on the adapter the DDP run saved."""
+    adapter = two_process_run["run"] / "adapter"
+    command = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--profile", "smoke",
+               "--adapter", str(adapter), "--num-problems", "2", "--output-dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [results["scores"][side]["n"] for side in ("base", "trained")] == [2, 2]
+    assert "| base | 2 |" in done.stdout and "| trained | 2 |" in done.stdout
+
+
+def test_evaluate_script_on_a_merged_model(tmp_path):
+    """A merged model is compared with the profile's base; the base itself must tie with itself."""
+    from helpers.smoke_model import ensure_smoke_model
+    from scripts import evaluate as ev
+
+    same = ensure_smoke_model()  # a standalone model folder, like a merged export
+    argv = ["--profile", "smoke", "--merged", str(same), "--num-problems", "2",
+            "--output-dir", str(tmp_path)]
+    assert ev.main(argv) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["scores"]["base"] == results["scores"]["trained"]
+    assert all(row["base_completion"] == row["trained_completion"] for row in results["problems"])
+
+
+def test_evaluate_script_bad_flags_are_one_line():
+    for argv in (["--merged", "/no/such/folder"], ["--adapter", "a", "--merged", "b"]):
+        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), *argv],
+                              capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
