@@ -6,6 +6,7 @@ in `transformers`, no LoRA request in vLLM), so no second copy of the weights is
 
 from __future__ import annotations
 
+import argparse
 import csv
 import hashlib
 import json
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from helpers.data import extract_gold_answer, make_prompt
+from helpers.paths import ROOT, shown
 
 if TYPE_CHECKING:
     from helpers.profiles import Profile
@@ -186,7 +188,7 @@ def generate_side(
         lora = model.load_lora(str(adapter_dir)) if side == "trained" else None
         return generate_vllm(model, tokenizer, prompts, settings, lora)
     if not hasattr(model, "disable_adapter"):
-        raise TypeError("Evaluation needs the peft model with the adapter loaded: see load_trained.")
+        raise TypeError("Evaluation needs the peft model with its adapter: see load_trained.")
     if side == "trained":
         return generate_hf(model, tokenizer, prompts, settings, desc=side)
     with model.disable_adapter():
@@ -223,14 +225,15 @@ def score(generations: Sequence[Sequence[Generation]], golds: Sequence[str]) -> 
     n, firsts = len(golds), [samples[0] for samples in generations]
     report: dict[str, Any] = {"n": n}
     for mode in MODES:
-        hits = sum(is_correct(g.text, gold, mode=mode) for g, gold in zip(firsts, golds))
+        pairs = zip(firsts, golds, strict=True)
+        hits = sum(is_correct(g.text, gold, mode=mode) for g, gold in pairs)
         low, high = wilson_interval(hits, n)
         report[mode] = {"correct": hits, "accuracy": hits / n, "ci_low": low, "ci_high": high}
         k = len(generations[0])
         if k > 1:
             per_problem = [
                 pass_at_k(k, sum(is_correct(s.text, gold, mode=mode) for s in samples), k)
-                for samples, gold in zip(generations, golds)
+                for samples, gold in zip(generations, golds, strict=True)
             ]
             report[mode][f"pass@{k}"] = sum(per_problem) / n
     lengths = sorted(g.num_tokens for g in firsts)
@@ -257,7 +260,7 @@ def per_problem_rows(
     from helpers.rewards import extract_answer, is_correct
 
     rows = []
-    for i, (question, gold, b, t) in enumerate(zip(questions, golds, base, trained)):
+    for i, (question, gold, b, t) in enumerate(zip(questions, golds, base, trained, strict=True)):
         row: dict[str, Any] = {"id": i, "question": question, "gold": gold}
         for side, gen in (("base", b[0]), ("trained", t[0])):
             row[f"{side}_answer"] = extract_answer(gen.text)
@@ -382,25 +385,78 @@ def require_adapter(run: Path) -> Path:
 
 
 def plot_before_after(results: dict[str, Any], ax: Any = None) -> Any:
-    """Grouped bars: base vs trained accuracy per scoring mode, with 95% Wilson error bars."""
+    """Grouped bars, base vs trained: strict, lenient and format rates, with 95% Wilson bars."""
     import matplotlib.pyplot as plt
 
-    ax = ax or plt.subplots(figsize=(6, 3.5))[1]
+    ax = ax or plt.subplots(figsize=(7, 3.8))[1]
+    labels = ["strict\n(right number,\ntaught format)", "lenient\n(right number\nanywhere)",
+              "format\n(an <answer>\nspan at all)"]
     width = 0.38
     for offset, side in ((-width / 2, "base"), (width / 2, "trained")):
-        scores = results["scores"][side]
-        acc = [100 * scores[m]["accuracy"] for m in MODES]
-        err = [
-            [a - 100 * scores[m]["ci_low"] for a, m in zip(acc, MODES)],
-            [100 * scores[m]["ci_high"] - a for a, m in zip(acc, MODES)],
-        ]
-        xs = [i + offset for i in range(len(MODES))]
-        ax.bar(xs, acc, width, yerr=err, capsize=4, label=side)
-    ax.set_xticks(range(len(MODES)), [
-        "strict\n(right number, taught format)", "lenient\n(right number anywhere)"
-    ])
-    ax.set_ylabel("accuracy (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title(f"Held-out accuracy, n = {results['scores']['base']['n']} (95% CI)")
+        s = results["scores"][side]
+        hits = [s["strict"]["correct"], s["lenient"]["correct"], round(s["format_rate"] * s["n"])]
+        rates = [100 * h / s["n"] for h in hits]
+        bounds = [wilson_interval(h, s["n"]) for h in hits]
+        err = [[r - 100 * lo for r, (lo, _) in zip(rates, bounds, strict=True)],
+               [100 * hi - r for r, (_, hi) in zip(rates, bounds, strict=True)]]
+        bars = ax.bar([i + offset for i in range(3)], rates, width, yerr=err, capsize=4, label=side)
+        ax.bar_label(bars, fmt="%.0f%%", padding=2, fontsize=8)
+    ax.set_xticks(range(3), labels)
+    ax.set_ylabel("% of problems")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"Held-out problems, n = {results['scores']['base']['n']} (95% Wilson intervals)")
     ax.legend()
     return ax
+
+
+def plot_lengths(results: dict[str, Any], ax: Any = None) -> Any:
+    """Histogram of completion lengths per model, with the token limit where truncation starts."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6, 3))[1]
+    limit = results["settings"]["max_new_tokens"]
+    bins = range(0, limit + 2, max(1, limit // 16))
+    for side in SIDES:
+        lengths = [row[f"{side}_tokens"] for row in results["problems"]]
+        ax.hist(lengths, bins=bins, alpha=0.55, label=side)
+    ax.axvline(limit, color="black", linestyle="--", label="token limit: truncated")
+    ax.set_xlabel("completion length (tokens)")
+    ax.set_ylabel("problems")
+    ax.legend()
+    return ax
+
+
+def latest_results(profile_name: str, runs: Path = ROOT / "runs") -> Path:
+    """The newest <runs>/*/<profile>/eval/results.json (what `make course` wrote last)."""
+    found = list(runs.glob(f"*/{profile_name}/eval/results.json"))
+    if not found:
+        raise FileNotFoundError(
+            f"No {profile_name} evaluation under {runs.name}/: run `make course` (or notebook 05)."
+        )
+    return max(found, key=lambda path: (path.stat().st_mtime, str(path)))
+
+
+def results_markdown(results: dict[str, Any]) -> str:
+    """The before/after table with one line saying how it was measured."""
+    s = results["settings"]
+    how = "greedy" if s["temperature"] == 0 else f"temperature {s['temperature']}"
+    return (
+        f"{markdown_table(summary_table(results))}\n\n"
+        f"Same prompts for both models, {how} decoding, at most {s['max_new_tokens']} new tokens; "
+        "95% Wilson intervals."
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print a saved evaluation as a markdown table.")
+    parser.add_argument("results", nargs="?", type=Path, help="results.json (default: newest)")
+    parser.add_argument("--profile", default="smoke", help="profile whose newest run to read")
+    args = parser.parse_args(argv)
+    path = args.results or latest_results(args.profile)
+    print(f"<!-- from {shown(path.resolve())} -->")
+    print(results_markdown(json.loads(path.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -9,8 +9,11 @@ process that never imports unsloth (the test and notebook 06 check that):
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -25,18 +28,49 @@ if TYPE_CHECKING:
     from helpers.profiles import Profile
 
 HUB_TOKEN_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+_ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs)/)")
 
 
-def load_trained(profile: Profile, adapter_dir: Path, load_in_4bit: bool = True) -> tuple[Any, Any]:
-    """The base model plus a saved LoRA adapter, through the same unsloth call as notebook 01."""
+def shorten_paths(text: str) -> str:
+    """'/home/me/course/.cache/x' -> '.cache/x': stored outputs name no machine's folders."""
+    return _ARTEFACT_PATH.sub(r"\1", text)
+
+
+def load_trained(
+    profile: Profile,
+    adapter_dir: Path,
+    load_in_4bit: bool = True,
+    fast_inference: bool | None = None,
+) -> tuple[Any, Any]:
+    """The base model plus a saved LoRA adapter, through the same unsloth call as notebook 01.
+
+    `fast_inference=None` keeps the profile's choice (vLLM on GPU profiles).
+    """
     from unsloth import FastLanguageModel
 
     from helpers.model import load_kwargs
 
+    check_base_exists(adapter_dir)
     kwargs = {**load_kwargs(profile), "model_name": str(adapter_dir), "load_in_4bit": load_in_4bit}
-    model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
+    if fast_inference is not None:
+        kwargs["fast_inference"] = fast_inference
+    with contextlib.redirect_stdout(io.StringIO()) as said:  # unsloth prints absolute paths
+        model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
+    print(shorten_paths(said.getvalue()), end="")
     FastLanguageModel.for_inference(model)
     return model, tokenizer
+
+
+def check_base_exists(adapter_dir: Path) -> None:
+    """Fail clearly when an adapter names a local base model folder that is gone."""
+    config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    base = str(config.get("base_model_name_or_path") or "")
+    if base.startswith(("/", ".")) and not Path(base).exists():
+        raise FileNotFoundError(
+            f"This adapter was trained on the local model {shorten_paths(base)}, which is no "
+            "longer on disk (the smoke model is rebuilt when its recipe changes): run notebook 04 "
+            "again."
+        )
 
 
 def save_adapter(model: Any, tokenizer: Any, out_dir: Path) -> list[str]:
@@ -55,7 +89,9 @@ def merge_to_16bit(
     4-bit weights, so on CPU the adapter is reloaded on a 16-bit base first: same call, same file.
     """
     if not hw.cuda:
-        model, tokenizer = load_trained(profile, adapter_dir, load_in_4bit=False)
+        model, tokenizer = load_trained(
+            profile, adapter_dir, load_in_4bit=False, fast_inference=False
+        )
     model.save_pretrained_merged(str(out_dir), tokenizer, save_method="merged_16bit")
     return out_dir
 
@@ -65,7 +101,7 @@ def gguf_skip_reason(profile: Profile, hw: Hardware) -> str | None:
     if profile.synthetic_data or not hw.cuda:
         return (
             f"GGUF export skipped in the {profile.name} profile: it runs on a GPU profile only, "
-            "because it compiles llama.cpp (cmake, a C++ compiler, internet access, several minutes)."
+            "because it compiles llama.cpp (cmake, a C++ compiler, internet access, minutes)."
         )
     return None
 
@@ -90,25 +126,33 @@ def hub_token() -> str | None:
         return None
 
 
-def push_adapter(model: Any, tokenizer: Any, repo_id: str, token: str) -> str:
-    """Upload the adapter and tokenizer to a private Hub repo; return its URL."""
-    model.push_to_hub(repo_id, token=token, private=True)
-    tokenizer.push_to_hub(repo_id, token=token, private=True)
+def push_folder(folder: Path, repo_id: str, token: str) -> str:
+    """Upload a saved folder (the adapter, say) to a private Hub repo; return its URL."""
+    from huggingface_hub import create_repo, upload_folder
+
+    create_repo(repo_id, token=token, private=True, exist_ok=True)
+    upload_folder(repo_id=repo_id, folder_path=str(folder), token=token)
     return f"https://huggingface.co/{repo_id}"
 
 
-def transformers_generate(model_dir: Path, questions: Sequence[str], max_new_tokens: int) -> list[str]:
+def transformers_generate(
+    model_dir: Path, questions: Sequence[str], max_new_tokens: int
+) -> list[str]:
     """Greedy answers from a merged model with plain transformers: what a learner runs anywhere."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype="auto")
+    # On a GPU, device_map="auto" spills what does not fit in GPU memory to the CPU.
+    device_map = "auto" if torch.cuda.is_available() else None
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, torch_dtype="auto", device_map=device_map
+    )
     answers = []
     for question in questions:
         ids = tokenizer.apply_chat_template(
             make_prompt(question), add_generation_prompt=True, return_tensors="pt"
-        )
+        ).to(model.device)
         with torch.no_grad():
             out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
         answers.append(tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))

@@ -33,7 +33,7 @@ KNOB_NOTES = {
     "gradient_accumulation_steps": "passes summed per optimizer step: bigger batch, no memory",
     "max_prompt_length": "prompt tokens kept (cut from the left); GSM8K fits in 256",
     "max_completion_length": "answer budget; memory and time grow with it; too short truncates",
-    "learning_rate": "LoRA step size: ~5e-6 on real models; the random smoke model needs more",
+    "learning_rate": "LoRA step size: ~5e-6 on real models; the tiny smoke model needs more",
     "lr_scheduler_type": "decay after warm-up; free",
     "warmup_ratio": "first 10% of steps ramp the learning rate up: avoids early blow-ups",
     "optim": "adamw_8bit keeps Adam's two moments in 8 bits: 2 bytes/param, not 8",

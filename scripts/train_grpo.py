@@ -240,13 +240,6 @@ def load_model(profile: Profile, hw: Hardware, plan: Plan) -> tuple[Any, Any]:
     return load_peft(profile, hw, plan.load_in_4bit)
 
 
-def train_dataset(profile: Profile) -> Any:
-    """GSM8K train (synthetic in the smoke profile) in trl's columns, as notebook 04 maps it."""
-    from helpers.data import load_gsm8k, to_grpo_example
-
-    return load_gsm8k("train", profile).map(to_grpo_example, remove_columns=["question"])
-
-
 def checksum(tensors: dict[str, Any]) -> str:
     """sha256 of tensors' bytes, in name order: equal only if every value is bit-identical."""
     digest = hashlib.sha256()
@@ -368,12 +361,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.resume and state.is_main_process:
         shutil.rmtree(config.output_dir, ignore_errors=True)
     state.wait_for_everyone()
+    from helpers.data import grpo_train_dataset
     from helpers.hardware import use_one_cpu_thread
 
     use_one_cpu_thread(hw)
     with state.main_process_first():  # the first process builds/downloads; the others reuse
         model, tokenizer = load_model(profile, hw, plan)
-        dataset = train_dataset(profile)
+        dataset = grpo_train_dataset(profile, tokenizer)
 
     from trl import GRPOTrainer
 

@@ -1,0 +1,223 @@
+"""Evaluation: hand-computed statistics, and base vs trained on identical prompts and settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from helpers.evaluation import (
+    AdapterMissingError,
+    DecodingSettings,
+    Generation,
+    compare_runs,
+    evaluate,
+    flips,
+    gains,
+    generate_side,
+    latest_results,
+    load_results,
+    pass_at_k,
+    per_problem_rows,
+    require_adapter,
+    results_markdown,
+    save_results,
+    score,
+    summary_table,
+    wilson_interval,
+)
+from helpers.profiles import PROFILES
+
+SMOKE = PROFILES["smoke"]
+
+
+# Wilson bounds worked by hand with z = 1.96:
+#   centre = (p + z^2/2n) / (1 + z^2/n),  half = z sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n)
+# e.g. 8/10: centre = 0.99208 / 1.38416 = 0.71674, half = 1.96 * 0.160012 / 1.38416 = 0.22658.
+@pytest.mark.parametrize(
+    ("successes", "n", "low", "high"),
+    [(8, 10, 0.49016, 0.94332), (0, 10, 0.0, 0.27754), (10, 10, 0.72246, 1.0),
+     (50, 100, 0.40383, 0.59617), (1, 4, 0.04559, 0.69936)],
+)
+def test_wilson_interval_matches_hand_computed_values(successes, n, low, high):
+    got_low, got_high = wilson_interval(successes, n)
+    assert got_low == pytest.approx(low, abs=2e-4)
+    assert got_high == pytest.approx(high, abs=2e-4)
+
+
+@pytest.mark.parametrize(("successes", "n"), [(0, 0), (5, 4), (-1, 4)])
+def test_wilson_interval_rejects_impossible_counts(successes, n):
+    with pytest.raises(ValueError):
+        wilson_interval(successes, n)
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    # pass@k = 1 - C(n-c, k) / C(n, k): 1 - 3/4, 1 - 3/6, 1 - 3/10, and certain / impossible cases.
+    [(4, 1, 1, 0.25), (4, 1, 2, 0.5), (5, 2, 2, 0.7), (4, 0, 4, 0.0), (4, 3, 2, 1.0)],
+)
+def test_pass_at_k_matches_hand_computed_values(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_decoding_settings_are_frozen_and_pass_at_k_needs_sampling():
+    settings = DecodingSettings(max_new_tokens=8)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.temperature = 1.0
+    assert settings.greedy
+    with pytest.raises(ValueError, match="temperature > 0"):
+        DecodingSettings(max_new_tokens=8, num_samples=4)
+
+
+def gen(text: str, num_tokens: int = 10, truncated: bool = False) -> list[Generation]:
+    return [Generation(text=text, num_tokens=num_tokens, truncated=truncated)]
+
+
+GOLDS = ["72", "5", "10", "3"]
+COMPLETIONS = [
+    gen("<reasoning>48 + 24 = 72</reasoning>\n<answer>72</answer>", 20),  # right, taught format
+    gen("48 / 8 = 5, so the answer is 5.", 12),  # right number, no tags: lenient only
+    gen("<reasoning>guess</reasoning>\n<answer>9</answer>", 8),  # tagged but wrong
+    gen("one two three four five six", 32, truncated=True),  # no number: wrong, hit the limit
+]
+
+
+def test_score_counts_accuracy_format_length_and_truncation_by_hand():
+    report = score(COMPLETIONS, GOLDS)
+    assert report["n"] == 4
+    assert report["strict"]["correct"] == 1 and report["strict"]["accuracy"] == 0.25
+    assert report["lenient"]["correct"] == 2 and report["lenient"]["accuracy"] == 0.5
+    assert (report["strict"]["ci_low"], report["strict"]["ci_high"]) == wilson_interval(1, 4)
+    assert report["format_rate"] == 0.5
+    assert report["truncation_rate"] == 0.25
+    assert report["mean_tokens"] == (20 + 12 + 8 + 32) / 4
+    assert report["tokens_p10_p50_p90_max"] == [8, 20, 32, 32]
+
+
+def test_score_reports_pass_at_k_from_all_samples():
+    samples = [gen("<answer>72</answer>") + gen("<answer>1</answer>"), gen("x") + gen("y")]
+    report = score(samples, ["72", "5"])
+    assert report["strict"]["accuracy"] == 0.5  # accuracy reads the first sample only
+    assert report["strict"]["pass@2"] == pytest.approx((1.0 + 0.0) / 2)
+
+
+def test_per_problem_rows_and_flips_classify_changes():
+    fixed_5, fixed_10 = gen("<answer>5</answer>"), gen("<answer>10</answer>")
+    trained = [COMPLETIONS[2], fixed_5, fixed_10, COMPLETIONS[3]]
+    rows = per_problem_rows(["q1", "q2", "q3", "q4"], GOLDS, COMPLETIONS, trained)
+    assert [r["change_strict"] for r in rows] == ["broken", "fixed", "fixed", "both wrong"]
+    assert [r["change_lenient"] for r in rows] == ["broken", "both right", "fixed", "both wrong"]
+    assert rows[1]["base_answer"] is None and rows[1]["trained_answer"] == "5"
+    results = {"problems": rows}
+    assert [r["id"] for r in flips(results)["fixed"]] == [1, 2]
+    assert [r["id"] for r in flips(results, "lenient")["broken"]] == [0]
+
+
+def fake_results(base_strict: int, trained_strict: int, base_lenient: int, trained_lenient: int):
+    def side(strict: int, lenient: int) -> dict:
+        return {
+            "n": 10, "format_rate": 0.5, "truncation_rate": 0.1, "mean_tokens": 12.0,
+            "strict": {"accuracy": strict / 10, "ci_low": 0.0, "ci_high": 1.0},
+            "lenient": {"accuracy": lenient / 10, "ci_low": 0.0, "ci_high": 1.0},
+        }
+    return {
+        "settings": dataclasses.asdict(DecodingSettings(max_new_tokens=64)),
+        "settings_fingerprint": "s", "prompts_fingerprint": "p",
+        "scores": {"base": side(base_strict, base_lenient),
+                   "trained": side(trained_strict, trained_lenient)},
+        "problems": [{"id": 0, "question": "q, with a comma", "gold": "1"}],
+    }
+
+
+def test_gains_split_format_from_reasoning():
+    # Strict 2 -> 7 of 10 (+50 points), lenient 6 -> 7 (+10): 40 points came from the format alone.
+    got = gains(fake_results(2, 7, 6, 7))
+    assert got == pytest.approx({"strict": 50.0, "lenient": 10.0, "format": 40.0})
+    table = summary_table(fake_results(2, 7, 6, 7))
+    assert [row["strict acc %"] for row in table] == [20.0, 70.0]
+
+
+def test_results_round_trip_and_rerun_comparison(tmp_path):
+    first, second = fake_results(2, 7, 6, 7), fake_results(2, 8, 6, 8)
+    assert "first" in compare_runs(load_results(tmp_path), first)
+    json_path, csv_path = save_results(first, tmp_path)
+    assert load_results(tmp_path) == first
+    assert csv_path.read_text().splitlines()[1] == '0,"q, with a comma",1'
+    report = compare_runs(load_results(tmp_path), second)
+    assert "Same prompts and decoding" in report
+    assert "trained  strict:  70.0% ->  80.0%" in report
+    changed = dict(second, prompts_fingerprint="other")
+    assert "different prompts" in compare_runs(first, changed)
+
+
+def test_latest_results_and_readme_table(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make course"):
+        latest_results("smoke", tmp_path)
+    for stamp, trained in (("20261201-100000", 7), ("20261202-100000", 9)):
+        save_results(fake_results(2, trained, 6, trained), tmp_path / stamp / "smoke" / "eval")
+    newest = latest_results("smoke", tmp_path)
+    assert newest.parts[-4] == "20261202-100000"
+    text = results_markdown(load_results(newest.parent))
+    assert "| trained | 10 | 90.0 | 0.0-100.0 | 90.0 |" in text
+    assert "greedy decoding, at most 64 new tokens" in text
+
+
+def test_require_adapter_names_the_notebook_to_run(tmp_path):
+    with pytest.raises(AdapterMissingError, match="run notebook 04 first"):
+        require_adapter(tmp_path)
+    (tmp_path / "adapter").mkdir()
+    (tmp_path / "adapter" / "adapter_config.json").write_text("{}")
+    assert require_adapter(tmp_path) == tmp_path / "adapter"
+
+
+# --- The real pipeline on the tiny model ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def peft_model(tmp_path_factory):
+    """The smoke model with LoRA whose B matrices are random, so the adapter visibly matters."""
+    from unsloth import FastLanguageModel  # before transformers/peft, as the course requires
+
+    import torch
+
+    from helpers.model import load_kwargs, lora_kwargs
+
+    model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(SMOKE))
+    model = FastLanguageModel.get_peft_model(model, **lora_kwargs(SMOKE))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.5)
+    FastLanguageModel.for_inference(model)
+    return model, tokenizer
+
+
+def test_base_and_trained_get_byte_identical_prompts_and_settings(peft_model, tmp_path):
+    from helpers.data import load_gsm8k
+
+    model, tokenizer = peft_model
+    calls = []
+
+    def recording_generate(model, tokenizer, prompts, settings, side, adapter_dir):
+        calls.append({"side": side, "prompts": list(prompts), "settings": settings})
+        return generate_side(model, tokenizer, prompts, settings, side, adapter_dir)
+
+    rows = list(load_gsm8k("test", SMOKE, limit=3))  # two batches: 2 + 1 (left padding)
+    settings = DecodingSettings(max_new_tokens=6, batch_size=2)
+    results = evaluate(model, tokenizer, rows, settings, tmp_path, generate=recording_generate)
+
+    assert [c["side"] for c in calls] == ["base", "trained"]
+    base, trained = calls
+    assert [p.encode() for p in base["prompts"]] == [p.encode() for p in trained["prompts"]]
+    assert base["settings"] is trained["settings"] and base["settings"] == settings
+    assert all(rows[i]["question"] in p for i, p in enumerate(base["prompts"]))
+    assert results["example_prompt"] == base["prompts"][0]
+    # The base side really ran with the adapter off: its answers differ from the trained ones.
+    base_texts = [r["base_completion"] for r in results["problems"]]
+    trained_texts = [r["trained_completion"] for r in results["problems"]]
+    assert base_texts != trained_texts
+    assert all(r["base_tokens"] <= 6 and r["trained_tokens"] <= 6 for r in results["problems"])
+    assert results["scores"]["base"]["n"] == results["scores"]["trained"]["n"] == 3
+    assert not math.isnan(results["scores"]["trained"]["mean_tokens"])

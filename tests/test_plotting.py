@@ -1,0 +1,205 @@
+"""Plots, health check and completion table on real log_history lists from smoke runs.
+
+Fixtures (tests/fixtures/, captured from real `GRPOTrainer` smoke runs with helpers.rewards):
+- smoke_log_history.json: a whole smoke run (beta=0, notebook 04), summary line included.
+- smoke_truncated_log_history.json: a whole run of an earlier, untrained smoke model with 32-token
+  completions: almost every completion was cut off and most groups had no reward spread.
+- smoke_kl_interrupted.json: a beta=0.04 run stopped by a simulated disconnect (has `kl`,
+  no summary line).
+Partial logs with keys missing are derived from these in the tests.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from helpers.plotting import (
+    CompletionSampler,
+    LivePlot,
+    completion_table,
+    health_check,
+    panels_for,
+    plot_training,
+    reward_names,
+    save_figure,
+    series,
+    training_entries,
+)
+from helpers.rewards import REWARD_FUNCS
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load(name: str) -> list[dict]:
+    return json.loads((FIXTURES / name).read_text())
+
+
+@pytest.fixture
+def full():
+    return load("smoke_log_history.json")
+
+
+@pytest.fixture
+def with_kl():
+    return load("smoke_kl_interrupted.json")
+
+
+def without(log: list[dict], *prefixes: str) -> list[dict]:
+    return [{k: v for k, v in e.items() if not k.startswith(prefixes)} for e in log]
+
+
+def titles(log: list[dict]) -> list[str]:
+    return [p.title for p in panels_for(log)]
+
+
+def test_fixture_is_a_real_run_with_the_course_rewards(full):
+    names = reward_names(full)
+    assert names == [f.__name__ for f in REWARD_FUNCS]
+    steps = [e["step"] for e in training_entries(full)]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 10
+    assert "train_runtime" in full[-1]  # the summary line is in the file, not in the plots
+
+
+def test_series_skips_missing_and_non_finite_values():
+    log = [{"step": 1, "reward": 0.5}, {"step": 2}, {"step": 3, "reward": float("nan")},
+           {"step": 4, "reward": 1.0}, {"train_runtime": 3.0, "step": 4}]
+    assert series(log, "reward") == ([1, 4], [0.5, 1.0])
+    assert series(log, "kl") == ([], [])
+
+
+def test_full_run_has_every_panel_but_kl(full):
+    assert titles(full) == [
+        "Total reward (weighted sum)", "Reward components", "Completion length",
+        "Truncated completions", "Groups with zero reward spread", "Learning rate",
+    ]
+
+
+def test_kl_panel_appears_when_beta_is_positive(with_kl):
+    assert "KL to the reference model" in titles(with_kl)
+
+
+def test_partial_logs_drop_their_missing_panels(full):
+    no_rewards = without(full, "rewards/", "reward", "frac_reward_zero_std")
+    assert titles(no_rewards) == ["Completion length", "Truncated completions", "Learning rate"]
+    only_lr = [{"step": e["step"], "learning_rate": e["learning_rate"]}
+               for e in training_entries(full)]
+    assert titles(only_lr) == ["Learning rate"]
+    fig = plot_training(no_rewards)
+    assert len(fig.axes) == 3
+
+
+@pytest.mark.parametrize("log", [[], [{"train_runtime": 1.0}]])
+def test_empty_log_still_draws_a_figure(log):
+    fig = plot_training(log)
+    assert len(fig.axes) == 1 and fig.axes[0].texts
+
+
+def test_saved_figure_is_a_png(full, tmp_path):
+    path = save_figure(full, tmp_path / "figures" / "training.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_reward_panel_draws_the_spread_band(full):
+    fig = plot_training(full)
+    reward_ax = fig.axes[0]
+    assert reward_ax.collections, "the ± reward_std band is missing"
+    _, values = series(full, "reward")
+    line = reward_ax.lines[0]
+    assert list(line.get_ydata()) == pytest.approx(values)
+
+
+def test_health_check_explains_loss_zero_with_beta_zero(full):
+    text = "\n".join(str(f) for f in health_check(full))
+    assert "beta=0" in text and "Watch the reward" in text
+
+
+def test_health_check_flags_the_real_truncated_run():
+    warnings = [f.text for f in health_check(load("smoke_truncated_log_history.json")) if not f.ok]
+    assert any("cut off at max_completion_length" in w for w in warnings)
+    assert any(w.startswith("Never fired") and "correctness_reward" in w for w in warnings)
+
+
+def test_health_check_flags_truncation_and_zero_spread():
+    log = [{"step": s, "completions/clipped_ratio": 1.0, "frac_reward_zero_std": 1.0,
+            "reward": 0.0, "reward_std": 0.0, "rewards/correctness_reward/mean": 0.0,
+            "loss": 0.0} for s in range(1, 10)]
+    warnings = [f.text for f in health_check(log) if not f.ok]
+    assert any("cut off at max_completion_length" in w for w in warnings)
+    assert any("zero reward spread" in w for w in warnings)
+    assert any("did not rise" in w for w in warnings)
+    assert any("Never fired (0 at every step): correctness_reward." in w for w in warnings)
+
+
+def test_health_check_sees_a_rising_reward_and_nan_gradients():
+    log = [{"step": s, "reward": s / 10, "reward_std": 0.2, "grad_norm": 1.0}
+           for s in range(1, 10)]
+    log[4]["grad_norm"] = float("nan")
+    found = health_check(log)
+    assert any(f.ok and "rose" in f.text for f in found)
+    assert any(not f.ok and "NaN" in f.text for f in found)
+
+
+def test_health_check_on_an_empty_log_says_so():
+    (finding,) = health_check([])
+    assert not finding.ok and "No training steps" in finding.text
+
+
+def test_health_check_runs_on_the_partial_kl_log(with_kl):
+    found = health_check(with_kl)
+    assert found
+    assert not any("loss hovered around 0" in f.text for f in found)  # kl is logged: beta > 0
+
+
+class FakeTrainer:
+    """Only what CompletionSampler reads: trl 0.22's `_logs` layout (see grpo_trainer.py)."""
+
+    reward_func_names = ["correctness_reward", "tag_count_reward"]
+    reward_weights = [2.0, 0.5]
+
+    def __init__(self):
+        self._logs = {
+            "prompt": ["<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nWhat is 2+2?"
+                       "<|im_end|>\n<|im_start|>assistant\n"] * 2,
+            "completion": ["<answer>4</answer>", "five"],
+            "rewards": {"correctness_reward": [1.0, 0.0], "tag_count_reward": [0.5, float("nan")]},
+            "advantages": [0.7, -0.7],
+        }
+
+
+class State:
+    def __init__(self, step, max_steps=30, log_history=()):
+        self.global_step, self.max_steps, self.log_history = step, max_steps, list(log_history)
+
+
+def test_completion_sampler_keeps_rows_with_weighted_totals(tmp_path):
+    sampler = CompletionSampler(FakeTrainer(), tmp_path, every=10, per_step=4)
+    for step in range(1, 12):
+        sampler.on_log(None, State(step), None, logs={"loss": 0.0})
+    assert sorted({r["step"] for r in sampler.rows}) == [1, 10]
+    first = sampler.rows[0]
+    assert first["question"] == "What is 2+2?"
+    assert first["total"] == pytest.approx(2.0 * 1.0 + 0.5 * 0.5)
+    assert sampler.rows[1]["total"] == pytest.approx(0.0)  # NaN ("not applicable") is skipped
+    table = completion_table(sampler.rows)
+    assert list(table.columns[:3]) == ["step", "question", "completion"]
+    # Rows are on disk, so a resumed run picks them up.
+    again = CompletionSampler(FakeTrainer(), tmp_path)
+    assert again.rows == json.loads((tmp_path / "completions.json").read_text())
+
+
+def test_completion_sampler_without_trl_logs_gives_no_rows(tmp_path):
+    sampler = CompletionSampler(object(), tmp_path, every=1)
+    sampler.on_log(None, State(1), None, logs={})
+    assert sampler.rows == [] and completion_table([]).empty
+
+
+def test_live_plot_headless_writes_log_and_figure(full, tmp_path):
+    live = LivePlot(tmp_path, every=5)
+    state = State(30, 30, full)
+    live.on_log(None, state, None)  # no Jupyter kernel here: no display, no error
+    live.on_save(None, state, None)
+    assert json.loads((tmp_path / "log_history.json").read_text()) == full
+    assert live.figure_path.exists()
+    assert not math.isnan(json.loads((tmp_path / "log_history.json").read_text())[0]["step"])
