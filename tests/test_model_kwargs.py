@@ -12,14 +12,8 @@ LORA_MAY_DIFFER = {"r", "lora_alpha"}
 
 
 @pytest.fixture(scope="module")
-def all_kwargs(tmp_path_factory):
-    import os
-
-    os.environ["GRPO_COURSE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    try:
-        return {n: (load_kwargs(p), lora_kwargs(p)) for n, p in PROFILES.items()}
-    finally:
-        del os.environ["GRPO_COURSE_CACHE"]
+def all_kwargs():
+    return {n: (load_kwargs(p), lora_kwargs(p)) for n, p in PROFILES.items()}
 
 
 def test_same_keyword_names_in_every_profile(all_kwargs):
