@@ -6,7 +6,7 @@ The notebooks' code is the same everywhere; only the numbers in the chosen profi
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from helpers.hardware import Hardware
 
@@ -53,96 +53,78 @@ class Profile:
         return asdict(self)
 
 
-PROFILES: dict[str, Profile] = {
-    p.name: p
-    for p in [
-        Profile(
-            name="smoke",
-            summary="CPU/offline: a tiny model built locally and synthetic GSM8K-format problems",
-            model_name=SMOKE_MODEL,
-            min_vram_gb=0,
-            max_prompt_length=160,
-            max_completion_length=64,
-            lora_rank=8,
-            fast_inference=False,
-            gpu_memory_utilization=0.5,
-            num_generations=4,
-            per_device_train_batch_size=4,
-            gradient_accumulation_steps=1,
-            learning_rate=5e-3,
-            max_steps=30,
-            optim="adamw_torch",
-            max_grad_norm=1.0,
-            num_train_problems=256,
-            num_eval_problems=32,
-            synthetic_data=True,
-        ),
-        Profile(
-            # The seeds' T4 choice: a math-tuned 7B in 4-bit. Fallback: the "t4-1.5b" profile.
-            name="t4",
-            summary="free Colab T4 (16 GB): Qwen2.5-Math-7B-Instruct in 4-bit with LoRA and vLLM",
-            model_name="unsloth/Qwen2.5-Math-7B-Instruct-bnb-4bit",
-            min_vram_gb=14,
-            max_prompt_length=256,
-            max_completion_length=256,
-            lora_rank=16,
-            fast_inference=True,
-            gpu_memory_utilization=0.6,
-            num_generations=4,
-            per_device_train_batch_size=1,
-            gradient_accumulation_steps=4,
-            learning_rate=5e-6,
-            max_steps=250,
-            optim="adamw_8bit",
-            max_grad_norm=0.1,
-            num_train_problems=7473,
-            num_eval_problems=200,
-            synthetic_data=False,
-        ),
-        Profile(
-            name="t4-1.5b",
-            summary="T4 fallback: Qwen2.5-1.5B-Instruct, faster steps and more memory headroom",
-            model_name="unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
-            min_vram_gb=14,
-            max_prompt_length=256,
-            max_completion_length=256,
-            lora_rank=32,
-            fast_inference=True,
-            gpu_memory_utilization=0.5,
-            num_generations=4,
-            per_device_train_batch_size=1,
-            gradient_accumulation_steps=4,
-            learning_rate=5e-6,
-            max_steps=250,
-            optim="adamw_8bit",
-            max_grad_norm=0.1,
-            num_train_problems=7473,
-            num_eval_problems=200,
-            synthetic_data=False,
-        ),
-        Profile(
-            name="large",
-            summary="24 GB+ Ampere or newer (L4, A10, A100): Llama-3.1-8B-Instruct, longer answers",
-            model_name="unsloth/Meta-Llama-3.1-8B-Instruct-bnb-4bit",
-            min_vram_gb=22,
-            max_prompt_length=256,
-            max_completion_length=512,
-            lora_rank=32,
-            fast_inference=True,
-            gpu_memory_utilization=0.6,
-            num_generations=8,
-            per_device_train_batch_size=1,
-            gradient_accumulation_steps=8,
-            learning_rate=5e-6,
-            max_steps=500,
-            optim="adamw_8bit",
-            max_grad_norm=0.1,
-            num_train_problems=7473,
-            num_eval_problems=500,
-            synthetic_data=False,
-        ),
-    ]
-}
+# CPU and CI: the tiny offline model, short answers, and a lr big enough to move it.
+SMOKE = Profile(
+    name="smoke",
+    summary="CPU/offline: a tiny model built locally and synthetic GSM8K-format problems",
+    model_name=SMOKE_MODEL,
+    min_vram_gb=0,
+    max_prompt_length=160,
+    max_completion_length=64,
+    lora_rank=8,
+    fast_inference=False,
+    gpu_memory_utilization=0.5,
+    num_generations=4,
+    per_device_train_batch_size=4,
+    gradient_accumulation_steps=1,
+    learning_rate=5e-3,
+    max_steps=30,
+    optim="adamw_torch",
+    max_grad_norm=1.0,
+    num_train_problems=256,
+    num_eval_problems=32,
+    synthetic_data=True,
+)
+
+# The seeds' T4 choice: a math-tuned 7B in 4-bit, with the design card's GRPO defaults.
+T4 = Profile(
+    name="t4",
+    summary="free Colab T4 (16 GB): Qwen2.5-Math-7B-Instruct in 4-bit with LoRA and vLLM",
+    model_name="unsloth/Qwen2.5-Math-7B-Instruct-bnb-4bit",
+    min_vram_gb=14,
+    max_prompt_length=256,
+    max_completion_length=256,
+    lora_rank=16,
+    fast_inference=True,
+    gpu_memory_utilization=0.6,
+    num_generations=4,
+    per_device_train_batch_size=1,
+    gradient_accumulation_steps=4,
+    learning_rate=5e-6,
+    max_steps=250,
+    optim="adamw_8bit",
+    max_grad_norm=0.1,
+    num_train_problems=7473,
+    num_eval_problems=200,
+    synthetic_data=False,
+)
+
+# The T4 fallback: a smaller model, so faster steps and more memory headroom.
+T4_SMALL = replace(
+    T4,
+    name="t4-1.5b",
+    summary="T4 fallback: Qwen2.5-1.5B-Instruct, faster steps and more memory headroom",
+    model_name="unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
+    lora_rank=32,
+    gpu_memory_utilization=0.5,
+)
+
+# Ampere or newer with 24 GB: an 8B model, longer answers, bigger groups.
+LARGE = replace(
+    T4,
+    name="large",
+    summary="24 GB+ Ampere or newer (L4, A10, A100): Llama-3.1-8B-Instruct, longer answers",
+    model_name="unsloth/Meta-Llama-3.1-8B-Instruct-bnb-4bit",
+    min_vram_gb=22,
+    max_completion_length=512,
+    lora_rank=32,
+    num_generations=8,
+    gradient_accumulation_steps=8,
+    max_steps=500,
+    num_eval_problems=500,
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in [SMOKE, T4, T4_SMALL, LARGE]}
 
 
 def default_profile_name(hw: Hardware) -> str:
