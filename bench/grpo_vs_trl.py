@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _results import write_result  # noqa: E402 (bench/ is on sys.path)
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -132,10 +134,7 @@ def main() -> dict[str, object]:
     for name, row in tricks.items():
         print(f"{name:34s} training {row['training_mb']:5.0f} MB  saved {row['saved_mb']:+5.0f} MB"
               f"  step {row['step_s']:.2f} s")
-    out = ROOT / "runs" / "bench" / "grpo_vs_trl.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out.relative_to(ROOT)}")
+    write_result("grpo_vs_trl", result)
     return result
 
 

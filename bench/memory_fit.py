@@ -10,12 +10,13 @@ No GPU is needed: the estimate comes from the model's shape and the profile's kn
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _results import write_result  # noqa: E402 (bench/ is on sys.path)
 
 from helpers.hardware import TESLA_T4  # noqa: E402
 from helpers.memory import NVIDIA_L4, TARGET_GPU, breakdown, estimate, fit_table  # noqa: E402
@@ -43,11 +44,8 @@ def main() -> int:
     for profile in gpu_profiles:
         print(f"\n{profile.name} on {TARGET_GPU[profile.name].gpu_name}:")
         print(breakdown(estimate(profile, TARGET_GPU[profile.name])))
-    out = ROOT / "runs" / "bench" / "memory_fit.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     results.sort(key=lambda r: (r["profile"], r["gpu"]))
-    out.write_text(json.dumps(results, indent=2))
-    print(f"\nWrote {out.relative_to(ROOT)}")
+    write_result("memory_fit", results)
     return 0
 
 

@@ -10,7 +10,6 @@ after one warm-up pass). Writes runs/bench/rewards.json.
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import sys
@@ -20,6 +19,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _results import write_result  # noqa: E402 (bench/ is on sys.path)
 
 from helpers.profiles import PROFILES  # noqa: E402
 from helpers.rewards import REWARD_FUNCS, completion_text, is_correct  # noqa: E402
@@ -114,10 +115,7 @@ def main() -> dict[str, Any]:
         f"A t4-profile step scores {per_step} completions: {step_ms:.1f} ms of rewards, "
         "against tens of seconds of generation."
     )
-    out = ROOT / "runs" / "bench" / "rewards.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out.relative_to(ROOT)}")
+    write_result("rewards", result)
     return result
 
 

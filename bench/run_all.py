@@ -15,7 +15,8 @@ BENCH = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    names = sys.argv[1:] or sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "run_all")
+    scripts = [p.stem for p in BENCH.glob("*.py") if not p.stem.startswith(("_", "run_all"))]
+    names = sys.argv[1:] or sorted(scripts)
     failed = []
     for name in names:
         print(f"=== bench/{name}.py", flush=True)

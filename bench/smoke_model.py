@@ -13,6 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _results import write_result  # noqa: E402 (bench/ is on sys.path)
+
 ROOT = Path(__file__).resolve().parent.parent
 REPEATS = 3
 
@@ -53,10 +55,7 @@ def main() -> dict[str, float]:
     result["repeats"] = REPEATS
     for key, value in result.items():
         print(f"{key:<20} {value:10.2f}")
-    out = ROOT / "runs" / "bench" / "smoke_model.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"medians": result, "runs": runs}, indent=2))
-    print(f"wrote {out.relative_to(ROOT)}")
+    write_result("smoke_model", {"medians": result, "runs": runs})
     return result
 
 

@@ -12,11 +12,12 @@ thread each (one per core). Writes runs/bench/toy_r1.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from _results import write_result  # noqa: E402 (bench/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -61,10 +62,7 @@ def main(seeds: tuple[int, ...] = (0, 1, 2), grpo_seconds: float = 150.0,
           f"{result['acc_after_sft_control']:.1%}, RFT {result['acc_after_rft']:.1%}")
     print(f"slowest cold start + GRPO: {result['max_cold_start_plus_grpo_s']:.0f} s; "
           f"wall {result['wall_s']:.0f} s")
-    out = ROOT / "runs" / "bench" / "toy_r1.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out.relative_to(ROOT)}")
+    write_result("toy_r1", result)
     return result
 
 
