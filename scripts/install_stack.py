@@ -22,9 +22,10 @@ sys.path.insert(0, str(ROOT))
 
 from helpers.hardware import Hardware, vllm_requirement  # noqa: E402  (needs no torch)
 
-# The "+cpu" build tag makes a CUDA wheel impossible: PyPI has none, so pip either finds this CPU
-# wheel (a local wheel folder, as in CI) or fails fast, and we retry on PyTorch's CPU index.
-CPU_TORCH = "torch==2.13.0+cpu"
+# On Linux the "+cpu" build tag makes a CUDA wheel impossible: PyPI has none, so pip either finds
+# this CPU wheel (a local wheel folder, as in CI) or fails fast, and we retry on PyTorch's CPU
+# index. macOS wheels on PyPI are CPU-only and carry no tag.
+CPU_TORCH = "torch==2.13.0" if sys.platform == "darwin" else "torch==2.13.0+cpu"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 NO_DEPS_ON_CPU = {"unsloth", "unsloth_zoo"}  # their deps pull CUDA torch, xformers and triton
 
