@@ -175,23 +175,9 @@ def test_require_adapter_names_the_notebook_to_run(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def peft_model(tmp_path_factory):
+def peft_model(random_lora_smoke_model):
     """The smoke model with LoRA whose B matrices are random, so the adapter visibly matters."""
-    from unsloth import FastLanguageModel  # before transformers/peft, as the course requires
-
-    import torch
-
-    from helpers.model import load_kwargs, lora_kwargs
-
-    model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(SMOKE))
-    model = FastLanguageModel.get_peft_model(model, **lora_kwargs(SMOKE))
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "lora_B" in name:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.5)
-    FastLanguageModel.for_inference(model)
-    return model, tokenizer
+    return random_lora_smoke_model(seed=0)
 
 
 def test_base_and_trained_get_byte_identical_prompts_and_settings(peft_model, tmp_path):

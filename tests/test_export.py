@@ -46,22 +46,9 @@ print(json.dumps([samples[0].text for samples in out]))
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, random_lora_smoke_model):
     """The smoke model with a random (so clearly non-zero) LoRA adapter, saved to disk."""
-    from unsloth import FastLanguageModel  # before transformers/peft, as the course requires
-
-    import torch
-
-    from helpers.model import load_kwargs, lora_kwargs
-
-    model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(SMOKE))
-    model = FastLanguageModel.get_peft_model(model, **lora_kwargs(SMOKE))
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "lora_B" in name:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.5)
-    FastLanguageModel.for_inference(model)
+    model, tokenizer = random_lora_smoke_model(seed=1)
     adapter = tmp_path_factory.mktemp("export") / "adapter"
     files = save_adapter(model, tokenizer, adapter)
     assert "adapter_model.safetensors" in files and "adapter_config.json" in files
