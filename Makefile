@@ -13,9 +13,9 @@ $(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py
 course: $(STACK)
 	$(PY) scripts/run_course.py
 
-## Lint, unit tests, and every notebook executed with nbval.
+## Lint, unit tests, and every notebook executed with nbval, in the smoke profile on any machine.
 test: $(STACK) lint
-	$(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:randomly
+	GRPO_PROFILE=smoke $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:randomly
 
 lint: $(STACK)
 	$(PY) -m ruff check helpers tests scripts bench notebooks
