@@ -210,17 +210,17 @@ def cold_start(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], s
     """SFT on labels until greedy accuracy on 128 training problems reaches the target."""
     rng = random.Random(seed)
     probe = rng.sample(list(train), 128)
-    optimizer, start, steps, acc = _adamw(model, SFT_LR), time.perf_counter(), 0, 0.0
-    model.train()
-    while time.perf_counter() - start < max_seconds:
-        rows = rng.sample(list(train), SFT_BATCH)
-        sft_step(model, optimizer, sft_batch(tokenizer, [p.question for p in rows],
-                                             [p.target for p in rows]))
-        steps += 1
-        if steps % check_every == 0:
-            acc = accuracy(model, tokenizer, probe)
-            if acc >= target_accuracy:
-                break
+    acc = 0.0
+
+    def gate_reached(steps: int) -> bool:
+        nonlocal acc
+        if steps % check_every:
+            return False
+        acc = accuracy(model, tokenizer, probe)
+        return acc >= target_accuracy
+
+    start = time.perf_counter()
+    steps = _sft_for(model, tokenizer, train, rng, max_seconds, stop=gate_reached)
     return {"steps": steps, "train_accuracy": acc, "seconds": time.perf_counter() - start}
 
 
@@ -244,14 +244,21 @@ def run_grpo(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], see
 def run_sft(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], seed: int,
             seconds: float) -> int:
     """Control 1: keep doing SFT on the labelled answers for the same wall time."""
-    rng, optimizer, steps = random.Random(seed), _adamw(model, SFT_LR), 0
-    start = time.perf_counter()
+    return _sft_for(model, tokenizer, train, random.Random(seed), seconds)
+
+
+def _sft_for(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], rng: random.Random,
+             seconds: float, stop: Callable[[int], bool] | None = None) -> int:
+    """SFT steps on labelled answers for `seconds`, or until `stop(steps)`; returns the steps."""
+    optimizer, start, steps = _adamw(model, SFT_LR), time.perf_counter(), 0
     model.train()
     while time.perf_counter() - start < seconds:
         rows = rng.sample(list(train), SFT_BATCH)
         sft_step(model, optimizer, sft_batch(tokenizer, [p.question for p in rows],
                                              [p.target for p in rows]))
         steps += 1
+        if stop is not None and stop(steps):
+            break
     return steps
 
 
