@@ -6,7 +6,7 @@ The notebooks' code is the same everywhere; only the numbers in the chosen profi
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from helpers.hardware import Hardware
 
@@ -48,9 +48,6 @@ class Profile:
     @property
     def max_seq_length(self) -> int:
         return self.max_prompt_length + self.max_completion_length
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 # CPU and CI: the tiny offline model, short answers, and a lr big enough to move it.
