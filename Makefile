@@ -4,9 +4,9 @@ STACK := .venv/.stack-installed
 export PYTHONHASHSEED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: course test lint bench sync-notebooks execute-notebooks clean
+.PHONY: course test lint bench sync-notebooks execute-notebooks lock gpu-check clean
 
-$(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py
+$(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py $(wildcard locks/*.txt)
 	python3 scripts/install_stack.py venv
 
 ## Execute every notebook in order, headless, with the profile the hardware calls for.
@@ -25,9 +25,18 @@ lint: $(STACK)
 bench: $(STACK)
 	$(PY) bench/run_all.py
 
+## On a CUDA GPU (a Colab T4 before a release): run the t4 path's GPU-only calls, timed, and write
+## runs/gpu-check/<gpu>.json (on a T4 it also fills README's T4 slot). Refuses on a CPU.
+gpu-check: $(STACK)
+	$(PY) scripts/gpu_check.py
+
 ## Copy helpers/course.py's repository URL into every notebook's badge and bootstrap cell.
 sync-notebooks: $(STACK)
 	$(PY) scripts/sync_notebooks.py
+
+## Resolve the GPU stack again and rewrite locks/t4.txt and locks/ampere.txt (needs PyPI).
+lock: $(STACK)
+	$(PY) scripts/lock_stack.py
 
 ## Re-execute the committed notebooks in place (smoke profile), so stored outputs match the code.
 execute-notebooks: $(STACK)

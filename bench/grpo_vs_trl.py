@@ -2,7 +2,7 @@
 
 Both train the smoke model (plain transformers, float32, full fine-tuning) on the same 4 prompts
 x 4 generations of 32 tokens, loss dapo, beta 0, one CPU thread each, each in a fresh process.
-Then the RSS that each memory trick saves (helpers.toy_r1.measure_memory_tricks).
+Then the RSS that each memory trick saves (helpers.memory_probe.measure_memory_tricks).
 Writes runs/bench/grpo_vs_trl.json.
 
     python bench/grpo_vs_trl.py
@@ -112,7 +112,7 @@ def run_child(kind: str) -> dict[str, float]:
 
 
 def main() -> dict[str, object]:
-    from helpers.toy_r1 import measure_memory_tricks
+    from helpers.memory_probe import measure_memory_tricks
 
     ours, trl = run_child("ours"), run_child("trl")
     tricks = measure_memory_tricks(**TRICK_SIZES)

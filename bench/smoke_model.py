@@ -1,11 +1,15 @@
-"""Time and peak memory of building the smoke model, and of loading it with unsloth (4-bit, LoRA).
+"""The smoke model: build time and memory, warm-start accuracy, and what GRPO adds over seeds.
 
-Each repeat runs in a fresh process with an empty cache, so nothing is reused. Reports medians.
+Build and load: each repeat runs in a fresh process with an empty cache, so nothing is reused;
+medians are reported. Then the warm-started model's greedy strict accuracy on the 200 held-out
+problems, and, with `--seeds N`, the learning test's run (helpers.smoke_model.grpo_gain: notebook
+04's training, notebook 05's evaluation) for GRPO seeds 0..N-1, one after another.
 Writes runs/bench/smoke_model.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -49,15 +53,73 @@ def one_run() -> dict[str, float]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main() -> dict[str, float]:
+SEEDS_CHILD = """
+import json, sys, tempfile
+sys.path.insert(0, {root!r})
+from unsloth import FastLanguageModel  # noqa: F401
+import torch
+torch.set_num_threads(1)
+from helpers.smoke_model import grpo_gain
+with tempfile.TemporaryDirectory() as out:
+    gain = grpo_gain(out, seed={seed})
+gain.pop("log_history")
+print(json.dumps(gain))
+"""
+
+ACCURACY_CHILD = """
+import json, sys
+sys.path.insert(0, {root!r})
+import torch
+torch.set_num_threads(1)
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from helpers.data import extract_gold_answer, load_gsm8k
+from helpers.evaluation import build_prompts, decoding_settings, generate_hf, score
+from helpers.profiles import PROFILES
+from helpers.smoke_model import ensure_smoke_model
+profile = PROFILES["smoke"]
+path = ensure_smoke_model()
+model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+rows = list(load_gsm8k("test", profile))
+prompts = build_prompts(tokenizer, [row["question"] for row in rows])
+generations = generate_hf(model, tokenizer, prompts, decoding_settings(profile), "warm start")
+report = score(generations, [extract_gold_answer(row["answer"]) for row in rows])
+print(json.dumps({{"n": report["n"], "strict": report["strict"]["accuracy"],
+                  "format": report["format_rate"]}}))
+"""
+
+
+def child_json(code: str) -> dict:
+    """Run `code` in a fresh interpreter and parse the JSON on its last line of output."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(seeds: int = 0) -> dict[str, float]:
     runs = [one_run() for _ in range(REPEATS)]
     result = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
     result["repeats"] = REPEATS
     for key, value in result.items():
         print(f"{key:<20} {value:10.2f}")
-    write_result("smoke_model", {"medians": result, "runs": runs})
+    warm = child_json(ACCURACY_CHILD.format(root=str(ROOT)))
+    print(f"warm start: {warm['strict']:.1%} strict on {warm['n']} held-out problems")
+    learning = []
+    for seed in range(seeds):
+        gain = child_json(SEEDS_CHILD.format(root=str(ROOT), seed=seed))
+        learning.append({"seed": seed, **gain})
+        print(f"seed {seed}: {gain['base']:.1%} -> {gain['trained']:.1%} "
+              f"({100 * gain['gain']:+.1f} points, CI {100 * gain['ci_low']:+.1f} to "
+              f"{100 * gain['ci_high']:+.1f}), {gain['fixed']} fixed, {gain['broken']} broken, "
+              f"{gain['train_seconds']:.0f} s of training", flush=True)
+    if learning:
+        points = [100 * run["gain"] for run in learning]
+        print(f"gain over {seeds} seeds: min {min(points):+.1f}, median "
+              f"{statistics.median(points):+.1f}, max {max(points):+.1f} points")
+    write_result("smoke_model", {"medians": result, "runs": runs, "warm_start": warm,
+                                 "learning": learning})
     return result
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=0, help="GRPO seeds to train (~minutes each)")
+    main(parser.parse_args().seeds)

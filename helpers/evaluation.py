@@ -313,6 +313,59 @@ def flips(results: dict[str, Any], mode: Mode = "strict") -> dict[str, list[dict
     return {kind: [r for r in rows if r[f"change_{mode}"] == kind] for kind in ("fixed", "broken")}
 
 
+def mcnemar_p(fixed: int, broken: int) -> float:
+    """Exact two-sided McNemar p-value: under "no change", each flip is a fair coin."""
+    if fixed < 0 or broken < 0:
+        raise ValueError(f"Flip counts must be >= 0, got fixed={fixed}, broken={broken}.")
+    n = fixed + broken
+    tail = sum(math.comb(n, k) for k in range(min(fixed, broken) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_bootstrap(
+    base: Sequence[bool], trained: Sequence[bool], resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    """95% percentile interval of trained minus base accuracy, resampling problems as pairs."""
+    import numpy as np
+
+    if len(base) != len(trained) or not base:
+        raise ValueError(f"Need two equal, non-empty lists of outcomes, got {len(base)} and "
+                         f"{len(trained)}.")
+    diff = np.asarray(trained, dtype=float) - np.asarray(base, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(diff), size=(resamples, len(diff)))
+    low, high = np.percentile(diff[picks].mean(axis=1), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def paired_test(results: dict[str, Any], mode: Mode = "strict") -> dict[str, Any]:
+    """The paired comparison: flips each way, the gain with a bootstrap 95% CI, McNemar's p."""
+    rows = results["problems"]
+    base = [bool(r[f"base_{mode}"]) for r in rows]
+    trained = [bool(r[f"trained_{mode}"]) for r in rows]
+    fixed = sum(t and not b for b, t in zip(base, trained, strict=True))
+    broken = sum(b and not t for b, t in zip(base, trained, strict=True))
+    low, high = paired_bootstrap(base, trained)
+    return {
+        "mode": mode, "n": len(rows), "fixed": fixed, "broken": broken,
+        "gain": (fixed - broken) / len(rows), "ci_low": low, "ci_high": high,
+        "mcnemar_p": mcnemar_p(fixed, broken),
+    }
+
+
+def describe_paired(test: dict[str, Any]) -> str:
+    """One sentence: the paired gain, its interval, the flips and whether it is more than noise."""
+    verdict = (
+        "the interval excludes 0: a real change" if test["ci_low"] > 0 or test["ci_high"] < 0
+        else "the interval includes 0: not shown to differ"
+    )
+    return (
+        f"{test['mode']}: {100 * test['gain']:+.1f} points on {test['n']} problems "
+        f"(paired bootstrap 95% CI {100 * test['ci_low']:+.1f} to {100 * test['ci_high']:+.1f}); "
+        f"{test['fixed']} fixed, {test['broken']} broken, McNemar p = {test['mcnemar_p']:.2g}; "
+        f"{verdict}."
+    )
+
+
 def summary_table(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per model: the numbers the notebook and README show, rounded for reading."""
     table = []
@@ -378,8 +431,8 @@ def require_adapter(run: Path) -> Path:
     adapter = run / "adapter"
     if not (adapter / "adapter_config.json").exists():
         raise AdapterMissingError(
-            f"No trained LoRA adapter in {adapter}: run notebook 04 first (same profile, "
-            "same GRPO_RUN_DIR), it saves the adapter there."
+            f"No trained LoRA adapter in {shown(adapter)}: run notebook 04 first (or "
+            "scripts/train_grpo.py) with this profile, or pass the run's adapter folder."
         )
     return adapter
 

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from helpers.profiles import Profile
 
 HUB_TOKEN_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+GGUF_DEFAULT_MAX_BILLIONS = 5.0  # GGUF is off by default above this: ~35 GB of disk for a 7B
+# A quantized GGUF's size as a fraction of the 16-bit model (bits per weight / 16).
+GGUF_FRACTION = {"q4_k_m": 0.30, "q5_k_m": 0.36, "q8_0": 0.53, "f16": 1.0}
 _ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs)/)")
 
 
@@ -96,19 +100,110 @@ def merge_to_16bit(
     return out_dir
 
 
+def billions_of_parameters(profile: Profile) -> float:
+    """The model's parameter count in billions, from its config numbers (helpers.memory)."""
+    from helpers.memory import architecture
+
+    arch = architecture(profile.model_name)
+    embeddings = arch.vocab_size * arch.hidden_size * (1 if arch.tied_embeddings else 2)
+    return (arch.linear_params() + embeddings) / 1e9
+
+
 def gguf_skip_reason(profile: Profile, hw: Hardware) -> str | None:
-    """Why GGUF export is skipped here, or None when it can run."""
+    """Why GGUF export is skipped by default here, or None when it runs by default."""
     if profile.synthetic_data or not hw.cuda:
         return (
             f"GGUF export skipped in the {profile.name} profile: it runs on a GPU profile only, "
             "because it compiles llama.cpp (cmake, a C++ compiler, internet access, minutes)."
         )
+    if billions_of_parameters(profile) > GGUF_DEFAULT_MAX_BILLIONS:
+        return (
+            f"GGUF export is off by default for the {profile.name} profile: a 7B+ model needs "
+            "~35 GB of free disk and half an hour for it; set EXPORT_GGUF = True to run it anyway."
+        )
     return None
+
+
+def disk_need_gb(profile: Profile, step: str, quantization: str = "q4_k_m") -> float:
+    """Free disk a step needs, in GB: 'merge' or 'gguf' (peak, with everything it writes).
+
+    merge: the 16-bit base it downloads (off Colab into the Hugging Face cache) and the merged
+    copy; on Colab unsloth merges over the download, so this errs on the safe side. gguf: its own
+    16-bit merge, a 16-bit GGUF, and the quantized file.
+    """
+    size = 2 * billions_of_parameters(profile)  # 16-bit: 2 bytes a parameter
+    if step == "merge":
+        return 2 * size
+    if step == "gguf":
+        return 2 * size + size * GGUF_FRACTION.get(quantization.lower(), 1.0)
+    raise ValueError(f"Unknown export step {step!r}: use 'merge' or 'gguf'.")
+
+
+def free_disk_gb(folder: Path) -> float:
+    """Free space on the disk that holds `folder` (or its nearest existing parent), in GB."""
+    path = Path(folder).absolute()
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free / 1e9
+
+
+class DiskSpaceError(OSError):
+    """An export that would not fit on the disk; the message names what to free or skip."""
+
+
+def check_disk(folder: Path, need_gb: float, step: str, fix: str) -> str:
+    """Before a big write: raise DiskSpaceError when it won't fit, else say that it does."""
+    free = free_disk_gb(folder)
+    if free < need_gb:
+        raise DiskSpaceError(
+            f"The {step} needs about {need_gb:.1f} GB of free disk but {free:.1f} GB is free: "
+            f"{fix}."
+        )
+    return f"Disk check: the {step} needs about {need_gb:.1f} GB, {free:.1f} GB is free."
+
+
+# What to do when a step won't fit, in the words of notebook 06.
+DISK_FIXES = {
+    "merge": "delete what you no longer need (old exports, ~/.cache/huggingface) or stop here: "
+    "the adapter saved above is the whole result of training",
+    "gguf": "delete the merged_16bit folder of section 5 first (GGUF makes its own merge), or "
+    "set EXPORT_GGUF = False",
+}
+
+
+def preflight_disk(profile: Profile, step: str, folder: Path, quantization: str = "q4_k_m") -> str:
+    """Notebook 06's disk check before the merge or the GGUF export, with its fix."""
+    return check_disk(folder, disk_need_gb(profile, step, quantization), step, DISK_FIXES[step])
+
+
+def remove_gguf_intermediates(out_dir: Path, quantization: str) -> list[str]:
+    """After a GGUF export: delete its 16-bit merge and 16-bit GGUF; keep the quantized file.
+
+    unsloth merges into `out_dir` and writes the GGUFs to `<out_dir>_gguf`. Nothing is deleted
+    unless a file named for `quantization` is there.
+    """
+    gguf_dir = out_dir.with_name(out_dir.name + "_gguf")
+    files = sorted(gguf_dir.glob("*.gguf")) if gguf_dir.is_dir() else []
+    keep = [f for f in files if quantization.lower() in f.name.lower()]
+    if not keep:
+        return []
+    removed = [f.name for f in files if f not in keep]
+    for name in removed:
+        (gguf_dir / name).unlink()
+    if out_dir.is_dir():
+        shutil.rmtree(out_dir)
+        removed.append(f"{out_dir.name}/")
+    return removed
 
 
 def export_gguf(model: Any, tokenizer: Any, out_dir: Path, quantization: str = "q4_k_m") -> Any:
     """llama.cpp's GGUF file via unsloth: merges, converts, quantizes (builds llama.cpp once)."""
     return model.save_pretrained_gguf(str(out_dir), tokenizer, quantization_method=quantization)
+
+
+def merged_dtype(capability: tuple[int, int] | None) -> str:
+    """How to load a merged model: 'float16' below compute capability 8.0 (a T4), else 'auto'."""
+    return "float16" if capability is not None and capability < (8, 0) else "auto"
 
 
 def hub_token() -> str | None:
@@ -143,10 +238,12 @@ def transformers_generate(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    # On a GPU, device_map="auto" spills what does not fit in GPU memory to the CPU.
-    device_map = "auto" if torch.cuda.is_available() else None
+    gpu = torch.cuda.is_available()
+    # A T4 has no bf16: load in fp16 there. device_map="auto" spills to CPU what does not fit.
+    dtype = merged_dtype(torch.cuda.get_device_capability() if gpu else None)
     model = AutoModelForCausalLM.from_pretrained(
-        model_dir, torch_dtype="auto", device_map=device_map
+        model_dir, torch_dtype=dtype if dtype == "auto" else getattr(torch, dtype),
+        device_map="auto" if gpu else None,
     )
     answers = []
     for question in questions:

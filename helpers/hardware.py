@@ -58,11 +58,21 @@ def choose_precision(hw: Hardware) -> Precision:
     return "fp16"
 
 
+# vLLM by GPU class. unsloth's Colab notebooks pin 0.11.2 on a T4: 0.10.x and 0.14.x clash with
+# unsloth's standby mode, and later releases changed the APIs unsloth patches. On a T4, 0.11.2
+# runs FlashInfer attention, JIT-compiled at the first start (UNSLOTH_VLLM_NO_FLASHINFER=1 falls
+# back to Triton). Their notebooks take 0.15.1 on newer GPUs, but trl 0.22.2 without unsloth
+# (notebook 07, multi-process training, `trl vllm-serve`) needs names that vLLM 0.12 removed
+# (`GuidedDecodingParams`, `SamplingParams(guided_decoding=...)`), so Ampere+ gets 0.11.2 too.
+VLLM_BEFORE_AMPERE = "vllm==0.11.2"
+VLLM_AMPERE = "vllm==0.11.2"
+
+
 def vllm_requirement(hw: Hardware) -> str:
-    """The vLLM pin for this GPU: vLLM 0.12 dropped the xformers backend Turing (T4) needs."""
+    """The vLLM pin for this GPU's class (see the comment above)."""
     if hw.compute_capability is not None and hw.compute_capability < (8, 0):
-        return "vllm==0.11.2"
-    return "vllm==0.15.1"
+        return VLLM_BEFORE_AMPERE
+    return VLLM_AMPERE
 
 
 def memory_in_use_gb(hw: Hardware) -> tuple[str, float]:

@@ -86,12 +86,12 @@ ARCHITECTURES: dict[str, Architecture] = {
     "unsloth/Meta-Llama-3.1-8B-Instruct-bnb-4bit": Architecture(
         32, 4096, 14336, 32, 8, 128, 128256, tied_embeddings=False
     ),
-    # helpers.smoke_model.RECIPE (vocab 768 + 4 format tags).
-    SMOKE_MODEL: Architecture(2, 64, 128, 4, 2, 16, 772, tied_embeddings=True),
+    # helpers.smoke_model.RECIPE (the BPE stops at 471 tokens, + 4 format tags).
+    SMOKE_MODEL: Architecture(4, 128, 512, 4, 4, 32, 475, tied_embeddings=True),
 }
 
 # The GPU each profile is written for: the README's "fits" table lists these.
-TARGET_GPU: dict[str, Hardware] = {"t4": TESLA_T4, "t4-1.5b": TESLA_T4, "large": A100_40GB}
+TARGET_GPU: dict[str, Hardware] = {"t4": TESLA_T4, "t4-7b": TESLA_T4, "large": A100_40GB}
 NVIDIA_L4 = Hardware(True, "NVIDIA L4", 22.05, (8, 9))  # 24 GB card; torch reports ~22 GiB
 
 
@@ -141,7 +141,7 @@ class MemoryEstimate:
         if self.vllm_pool and self.vllm_pool > training:
             return (
                 f"vLLM reserves {self.vllm_pool:.1f} GiB: lower gpu_memory_utilization (in 0.1 "
-                "steps), or pick a smaller model's profile (t4-1.5b)."
+                "steps), or pick a smaller model's profile (t4)."
             )
         return (
             "Training activations and logits dominate: lower max_completion_length or "

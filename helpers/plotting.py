@@ -6,6 +6,7 @@ is left out, so partial logs (a crash at step 3, an older trl, beta=0 without `k
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
@@ -262,6 +263,102 @@ def _thirds(values: list[float]) -> tuple[list[float], list[float]]:
     return values[:k], values[-k:]
 
 
+def _slope(values: list[float]) -> float:
+    """Least-squares slope of `values` against 0, 1, 2, ... (per step)."""
+    n = len(values)
+    x_mean, y_mean = (n - 1) / 2, _mean(values)
+    num = sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values))
+    return num / sum((i - x_mean) ** 2 for i in range(n))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A series' slope, and how often shuffling the same values gave a slope at least as steep."""
+
+    slope: float
+    p_value: float  # one-sided permutation p-value for "rising"
+    first: float  # mean of the first third
+    last: float  # mean of the last third
+
+    @property
+    def rose(self) -> bool:
+        return self.p_value < TREND_ALPHA and self.slope > 0
+
+
+TREND_ALPHA = 0.01
+TREND_SHUFFLES = 1000
+
+
+def trend(values: list[float], shuffles: int = TREND_SHUFFLES, seed: int = 0) -> Trend:
+    """Did `values` rise? A permutation test of the slope: order matters only if it rose."""
+    import random
+
+    if len(values) < 3:
+        raise ValueError(f"A trend needs at least 3 logged steps, got {len(values)}.")
+    observed, rng, shuffled = _slope(values), random.Random(seed), list(values)
+    as_steep = 0
+    for _ in range(shuffles):
+        rng.shuffle(shuffled)
+        as_steep += _slope(shuffled) >= observed
+    first, last = (_mean(part) for part in _thirds(values))
+    return Trend(observed, (as_steep + 1) / (shuffles + 1), first, last)
+
+
+def _describe(name: str, t: Trend) -> str:
+    return (f"{name} {t.first:.3f} -> {t.last:.3f} (first vs last third), slope {t.slope:+.4f} "
+            f"a step, p = {t.p_value:.3f} against shuffled copies of the log")
+
+
+KEY_REWARD = "correctness_reward"  # the reward that matters; the others shape the format
+
+
+def _reward_findings(log_history: LogHistory) -> list[Finding]:
+    """The total reward's trend, then whether correctness fired and moved with the format."""
+    findings = []
+    _, rewards = series(log_history, "reward")
+    if len(rewards) >= 3:
+        t = trend(rewards)
+        if t.rose:
+            findings.append(Finding(True, "The reward rose: " + _describe("reward", t) + "."))
+        else:
+            findings.append(Finding(False, (
+                "The reward did not rise clearly: " + _describe("reward", t) + ". Train longer, "
+                "check the findings above, or change learning_rate."
+            )))
+    _, correct = series(log_history, f"{REWARD_PREFIX}{KEY_REWARD}/mean")
+    if not correct:
+        return findings
+    if max(correct) == 0:
+        findings.append(Finding(False, (
+            f"{KEY_REWARD} never fired: no sampled completion was right, so this run could only "
+            "learn the format. Use easier problems or a model that gets some right."
+        )))
+        return findings
+    average = _mean(correct)
+    fired = f"{KEY_REWARD} averaged {average:.3f} over {len(correct)} steps"
+    if len(correct) < 3:
+        findings.append(Finding(True, f"{fired}."))
+        return findings
+    t = trend(correct)
+    format_rose = [
+        name for name in reward_names(log_history)
+        if name != KEY_REWARD and len(series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]) >= 3
+        and trend(series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]).rose
+    ]
+    if t.rose:
+        findings.append(Finding(True, f"{fired}, and rose: " + _describe(KEY_REWARD, t) + "."))
+    elif format_rose:
+        findings.append(Finding(False, (
+            f"{fired} and stayed flat while {', '.join(format_rose)} rose: the run learned the "
+            f"format, not the answers ({_describe(KEY_REWARD, t)})."
+        )))
+    else:
+        findings.append(Finding(False, (
+            f"{fired} but did not rise clearly ({_describe(KEY_REWARD, t)})."
+        )))
+    return findings
+
+
 def health_check(log_history: LogHistory) -> list[Finding]:
     """Plain-language checks of a finished run: truncation, zero spread, reward trend, loss."""
     if not training_entries(log_history):
@@ -292,21 +389,11 @@ def health_check(log_history: LogHistory) -> list[Finding]:
             findings.append(Finding(True, (
                 f"{1 - _mean(zero_std):.0%} of groups had a reward spread to learn from."
             )))
-    _, rewards = series(log_history, "reward")
-    if len(rewards) >= 3:
-        first, last = (_mean(part) for part in _thirds(rewards))
-        _, spread = series(log_history, "reward_std")
-        threshold = max(0.01, 0.1 * _mean(spread)) if spread else 0.01
-        if last - first > threshold:
-            findings.append(Finding(True, f"The reward rose: {first:.3f} -> {last:.3f}."))
-        else:
-            findings.append(Finding(False, (
-                f"The reward did not rise ({first:.3f} -> {last:.3f}, first third vs last third): "
-                "train longer, check the checks above, or try a higher learning_rate."
-            )))
+    findings += _reward_findings(log_history)
     silent = [
         name for name in reward_names(log_history)
-        if max(map(abs, series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]), default=1) == 0
+        if name != KEY_REWARD  # reported above, with what it means
+        and max(map(abs, series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]), default=1) == 0
     ]
     if silent:
         findings.append(Finding(False, (
@@ -405,19 +492,28 @@ def _last_user_turn(prompt: Any) -> str:
     return text.split("<|", 1)[0].strip()
 
 
-def completion_table(rows: list[dict[str, Any]], width: int = 70) -> Any:
-    """A pandas DataFrame of sampled completions (texts shortened to about `width` characters)."""
+def completion_table(rows: list[dict[str, Any]]) -> Any:
+    """A pandas DataFrame of sampled completions, whole and unshortened, rewards rounded."""
     import pandas as pd
 
-    def short(text: str) -> str:
-        # Keep the start and the end: the end is where the <answer> is (or where it was cut off).
-        flat = " ".join(str(text).split())
-        head = width // 2
-        return flat if len(flat) <= width else f"{flat[:head]} … {flat[head - width + 3:]}"
-
     table = pd.DataFrame(rows)
+    return table if table.empty else table.round(3)
+
+
+def completion_html(rows: list[dict[str, Any]]) -> Any:
+    """The completion table as HTML with every text whole, line breaks kept, nothing cut off.
+
+    pandas cuts each cell at `display.max_colwidth` (50 characters) when it renders a table; the
+    end of a completion, where its <answer> is, would be lost. So render once, with no limit.
+    """
+    import pandas as pd
+    from IPython.display import HTML
+
+    table = completion_table(rows)
     if table.empty:
-        return table
-    for column in ("question", "completion"):
-        table[column] = table[column].map(short)
-    return table.round(3)
+        return HTML("<p>No completions were sampled.</p>")
+    for column in ("question", "completion"):  # escaped by hand, so that line breaks survive
+        table[column] = table[column].map(lambda text: html.escape(str(text)).replace("\n", "<br>"))
+    with pd.option_context("display.max_colwidth", None):
+        body = table.to_html(index=False, escape=False, justify="left")
+    return HTML(body)

@@ -1,7 +1,11 @@
 """Synthetic word problems in GSM8K's exact schema, for offline (smoke) runs.
 
-Each row is {"question": str, "answer": str}; the answer holds reasoning lines with GSM8K's
-calculator annotations (<<48/2=24>>) and ends in "#### <number>", like the real data set.
+Each row is {"question": str, "answer": str}; the answer holds a reasoning line with GSM8K's
+calculator annotation (<<47+8=55>>) and ends in "#### <number>", like the real data set.
+
+The problems are one-step: a two-digit number plus or minus a one-digit number, in a short
+story. That is far easier than GSM8K on purpose: the smoke model (about a million parameters)
+can learn it, so a CPU run shows GRPO raising held-out accuracy, not just the plumbing running.
 """
 
 from __future__ import annotations
@@ -13,112 +17,52 @@ NAMES = ["Natalia", "Weng", "Betty", "Julie", "James", "Mark", "Albert", "Ken", 
 ITEMS = ["clips", "apples", "books", "stickers", "marbles", "cookies", "pencils", "shells"]
 
 Row = dict[str, str]
+FIRST, SECOND = (10, 29), (1, 9)  # operand ranges: small, so the smoke model can learn them
 
 
-def _line(text: str, expr: str, value: int) -> str:
-    return f"{text} {expr} = <<{expr}={value}>>{value}"
+def _operands(rng: random.Random) -> tuple[int, int]:
+    return rng.randint(*FIRST), rng.randint(*SECOND)
 
 
-def _sold_half(rng: random.Random) -> Row:
+def _row(question: str, subject: str, a: int, op: str, b: int, item: str) -> Row:
+    value = a + b if op == "+" else a - b
+    expr = f"{a}{op}{b}"
+    return {
+        "question": question,
+        "answer": f"{subject} {expr} = <<{expr}={value}>>{value} {item}.\n#### {value}",
+    }
+
+
+def _buys_more(rng: random.Random) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    april = 2 * rng.randint(5, 60)
-    may = april // 2
-    total = april + may
-    return {
-        "question": f"{name} sold {april} {item} in April, and then half as many {item} in May. "
-        f"How many {item} did {name} sell altogether in April and May?",
-        "answer": "\n".join(
-            [
-                _line(f"{name} sold", f"{april}/2", may) + f" {item} in May.",
-                _line(f"{name} sold", f"{april}+{may}", total) + f" {item} altogether.",
-                f"#### {total}",
-            ]
-        ),
-    }
+    a, b = _operands(rng)
+    question = f"{name} has {a} {item}. {name} buys {b} more. How many {item} does {name} have now?"
+    return _row(question, f"{name} has", a, "+", b, item)
 
 
-def _hourly_pay(rng: random.Random) -> Row:
-    name = rng.choice(NAMES)
-    rate, hours, days = rng.randint(8, 30), rng.randint(2, 8), rng.randint(2, 6)
-    per_day = rate * hours
-    total = per_day * days
-    return {
-        "question": f"{name} earns ${rate} an hour. {name} works {hours} hours a day for {days} "
-        f"days. How many dollars does {name} earn?",
-        "answer": "\n".join(
-            [
-                _line("Each day pays", f"{rate}*{hours}", per_day) + " dollars.",
-                _line("In total that is", f"{per_day}*{days}", total) + " dollars.",
-                f"#### {total}",
-            ]
-        ),
-    }
-
-
-def _give_away(rng: random.Random) -> Row:
+def _gives_away(rng: random.Random) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    start = rng.randint(20, 120)
-    given = rng.randint(1, start // 2)
-    bought = rng.randint(1, 40)
-    after_gift = start - given
-    total = after_gift + bought
-    return {
-        "question": f"{name} has {start} {item}. {name} gives away {given} {item} and then buys "
-        f"{bought} more. How many {item} does {name} have now?",
-        "answer": "\n".join(
-            [
-                _line("After giving some away,", f"{start}-{given}", after_gift)
-                + f" {item} are left.",
-                _line("After buying more,", f"{after_gift}+{bought}", total) + f" {item}.",
-                f"#### {total}",
-            ]
-        ),
-    }
+    a, b = _operands(rng)
+    question = f"{name} has {a} {item} and gives {b} to a friend. How many {item} are left?"
+    return _row(question, f"{name} has", a, "-", b, item)
 
 
-def _share_equally(rng: random.Random) -> Row:
+def _box_adds(rng: random.Random) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    friends, each, boxes = rng.randint(2, 9), rng.randint(2, 12), rng.randint(2, 6)
-    total = friends * each * boxes
-    per_box = friends * each
-    return {
-        "question": f"{name} has {boxes} boxes with {per_box} {item} in each box and shares all "
-        f"of them equally among {friends} friends. How many {item} does each friend get?",
-        "answer": "\n".join(
-            [
-                _line(f"{name} has", f"{boxes}*{per_box}", total) + f" {item}.",
-                _line("Each friend gets", f"{total}/{friends}", each * boxes) + f" {item}.",
-                f"#### {each * boxes}",
-            ]
-        ),
-    }
+    a, b = _operands(rng)
+    question = (f"A box holds {a} {item}. {name} puts {b} more in it. "
+                f"How many {item} are in the box?")
+    return _row(question, "The box holds", a, "+", b, item)
 
 
-def _savings(rng: random.Random) -> Row:
-    name = rng.choice(NAMES)
-    price, saved, weekly = rng.randint(60, 400), rng.randint(5, 50), rng.randint(5, 25)
-    need = max(price - saved, 1)
-    weeks = -(-need // weekly)  # ceiling division
-    return {
-        "question": f"{name} wants a bike that costs ${saved + need}. {name} has saved ${saved} "
-        f"and saves ${weekly} every week. How many weeks until {name} can buy the bike?",
-        "answer": "\n".join(
-            [
-                _line(f"{name} still needs", f"{saved + need}-{saved}", need) + " dollars.",
-                f"At ${weekly} a week that takes {need}/{weekly}, rounded up to {weeks} weeks.",
-                f"#### {weeks}",
-            ]
-        ),
-    }
+def _loses_some(rng: random.Random) -> Row:
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    a, b = _operands(rng)
+    question = f"{name} collects {a} {item} and loses {b} of them. How many {item} are left?"
+    return _row(question, f"{name} has", a, "-", b, item)
 
 
-TEMPLATES: list[Callable[[random.Random], Row]] = [
-    _sold_half,
-    _hourly_pay,
-    _give_away,
-    _share_equally,
-    _savings,
-]
+TEMPLATES: list[Callable[[random.Random], Row]] = [_buys_more, _gives_away, _box_adds, _loses_some]
 
 
 def generate_problems(n: int, seed: int = 0) -> list[Row]:
@@ -129,9 +73,16 @@ def generate_problems(n: int, seed: int = 0) -> list[Row]:
     return [rng.choice(TEMPLATES)(rng) for _ in range(n)]
 
 
+SPLIT_SEEDS = {"train": 1234, "test": 98765}
+TRAIN_POOL = 20_000  # no test question is among the first TRAIN_POOL training questions
+
+
 def synthetic_split(split: str, n: int) -> list[Row]:
-    """Train and test draw from different seeds, so test problems are held out."""
-    seeds = {"train": 1234, "test": 98765}
-    if split not in seeds:
+    """Train and test draw from different seeds; test drops any question training could see."""
+    if split not in SPLIT_SEEDS:
         raise ValueError(f"Unknown split {split!r}: use 'train' or 'test'.")
-    return generate_problems(n, seed=seeds[split])
+    if split == "train":
+        return generate_problems(n, seed=SPLIT_SEEDS["train"])
+    seen = {row["question"] for row in generate_problems(TRAIN_POOL, seed=SPLIT_SEEDS["train"])}
+    rows = generate_problems(2 * n + 100, seed=SPLIT_SEEDS["test"])  # ~1% collide: ample spare
+    return [row for row in rows if row["question"] not in seen][:n]

@@ -1,26 +1,26 @@
 """Toy R1: DeepSeek-R1's recipe (cold-start SFT, then GRPO) on two-digit arithmetic, on a CPU.
 
-The task is "47+38=" answered as `<answer>85</answer>`. A character-level tokenizer
-makes every digit one token, and a ~1M-parameter Qwen2 is fully fine-tuned. The cold start
-teaches the format but stops at ~30% training accuracy, so GRPO has right answers to reinforce.
-Two controls get the same wall time: more SFT on the labels, and rejection-sampling fine-tuning
-(RFT: SFT on the model's own samples that the checker accepts, the same information GRPO sees).
+The task is "47+38=" answered as `<answer>85</answer>`. A character-level tokenizer makes every
+digit one token, and a ~1M-parameter Qwen2 is fully fine-tuned. The cold start teaches the format
+and stops at ~30% training accuracy, so GRPO has right answers to reinforce. Three controls start
+from the same cold-start weights and get as many optimiser updates as GRPO: more SFT on labels,
+rejection-sampling fine-tuning (RFT: SFT on the model's own samples that the checker accepts, the
+information GRPO sees), and GRPO with a random reward that ignores the answer. Budgets count
+updates, never seconds, so a seed gives the same run on any machine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import json
 import os
 import random
-import resource
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,7 +29,6 @@ from helpers.data import ANSWER_END, ANSWER_START, normalize_number
 from helpers.grpo_scratch import (
     GRPOSettings,
     Rollout,
-    grpo_loss,
     make_optimizer,
     mask_after_eos,
     per_token_logps,
@@ -37,7 +36,7 @@ from helpers.grpo_scratch import (
     rollout,
     train_step,
 )
-from helpers.paths import ROOT
+from helpers.paths import cache_root
 
 PAD, EOS = "<pad>", "<eos>"
 CHARS = "0123456789+-=?. abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -45,9 +44,10 @@ HELDOUT_SIZE = 500
 SPLIT_SEED = 1234  # the held-out set is the same for every seed
 GRPO_DEFAULTS = GRPOSettings(num_generations=8, max_completion_length=8, temperature=1.0,
                              beta=0.0, loss_type="dapo", learning_rate=1e-4)
-PROMPTS_PER_STEP = 8  # x 8 generations = 64 completions a step
-SFT_LR = 1e-3
-SFT_BATCH = 64
+# hidden 128, 4 layers, ~1.06M parameters; part of the cold-start cache key
+MODEL_SHAPE = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4,
+               "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 64}
+COLD_START_VERSION = 1  # bump when the cold-start code changes, so old caches are not reused
 
 
 class CharTokenizer:
@@ -119,10 +119,8 @@ def build_model(tokenizer: CharTokenizer, seed: int) -> Any:
 
     torch.manual_seed(seed)
     config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=512, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer), **MODEL_SHAPE, tie_word_embeddings=True, bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     )
     model = Qwen2ForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -200,93 +198,202 @@ def sft_step(model: Any, optimizer: torch.optim.Optimizer, batch: Rollout) -> fl
     return loss.item()
 
 
+
+def random_reward(seed: int, p: float = 0.5) -> Callable[..., list[float]]:
+    """A reward that ignores the answer: 1.0 with probability p (the 'spurious rewards' control)."""
+    rng = random.Random(seed)
+
+    def reward(completions: list[str], **kwargs: Any) -> list[float]:
+        return [float(rng.random() < p) for _ in completions]
+
+    reward.__name__ = "random_reward"
+    return reward
+
+
+@dataclass(frozen=True)
+class ToyRecipe:
+    """Every number of a toy-R1 run. Budgets count optimiser updates, never seconds."""
+
+    cold_start_target: float = 0.3  # stop SFT at this greedy accuracy on 128 train problems
+    cold_start_max_steps: int = 4000
+    cold_start_check_every: int = 25
+    sft_lr: float = 1e-3
+    sft_batch: int = 64  # = 8 prompts x 8 generations: an SFT step sees as many examples as GRPO's
+    rl_steps: int = 300  # GRPO updates; each control gets exactly as many updates
+    prompts_per_step: int = 8
+    grpo: GRPOSettings = GRPO_DEFAULTS
+    # The SFT and RFT controls continue from the cold start at GRPO's learning rate: a fresh AdamW's
+    # first update moves every weight by about lr, and at 1e-3 that alone cut held-out accuracy
+    # from 34% to 10% (seed 2), before any data could matter.
+    control_lr: float = 1e-4
+    # GRPO and every control decay lr linearly to 0 over rl_steps, trl's default schedule. At a
+    # constant 1e-4, GRPO on seed 1 fell from 29% to 24% held-out in 300 updates; decayed, it rose.
+    rl_lr_decay: bool = True
+
+    def cold_start_key(self, seed: int) -> str:
+        """A hash of everything that shapes the cold-start weights, for the on-disk cache."""
+        fields = {k: getattr(self, k) for k in ("cold_start_target", "cold_start_max_steps",
+                                                "cold_start_check_every", "sft_lr", "sft_batch")}
+        blob = json.dumps({**fields, "seed": seed, "model": MODEL_SHAPE, "chars": CHARS,
+                           "split_seed": SPLIT_SEED, "version": COLD_START_VERSION}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
 def _adamw(model: Any, lr: float) -> torch.optim.Optimizer:
     return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
 
 
+def _schedule(optimizer: torch.optim.Optimizer, steps: int, decay: bool) -> Callable[[], None]:
+    """A function to call after each update: lr falls linearly to 0 over `steps`, or stays."""
+    if not decay:
+        return lambda: None
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: max(0.0, 1 - i / steps)).step
+
+
+def _sft_steps(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], rng: random.Random,
+               recipe: ToyRecipe, steps: int, lr: float,
+               stop: Callable[[int], bool] | None = None, decay: bool = False) -> int:
+    """Up to `steps` SFT updates on labelled answers, or until `stop(step)`; returns the count."""
+    optimizer = _adamw(model, lr)
+    next_lr = _schedule(optimizer, steps, decay)
+    model.train()
+    for step in range(1, steps + 1):
+        rows = rng.sample(train, recipe.sft_batch)
+        sft_step(model, optimizer, sft_batch(tokenizer, [p.question for p in rows],
+                                             [p.target for p in rows]))
+        next_lr()
+        if stop is not None and stop(step):
+            return step
+    return steps
+
+
 def cold_start(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], seed: int,
-               target_accuracy: float = 0.3, max_seconds: float = 150.0,
-               check_every: int = 25) -> dict[str, float]:
+               recipe: ToyRecipe) -> dict[str, Any]:
     """SFT on labels until greedy accuracy on 128 training problems reaches the target."""
     rng = random.Random(seed)
     probe = rng.sample(list(train), 128)
     acc = 0.0
 
-    def gate_reached(steps: int) -> bool:
+    def gate_reached(step: int) -> bool:
         nonlocal acc
-        if steps % check_every:
+        if step % recipe.cold_start_check_every:
             return False
         acc = accuracy(model, tokenizer, probe)
-        return acc >= target_accuracy
+        return acc >= recipe.cold_start_target
 
     start = time.perf_counter()
-    steps = _sft_for(model, tokenizer, train, rng, max_seconds, stop=gate_reached)
-    return {"steps": steps, "train_accuracy": acc, "seconds": time.perf_counter() - start}
+    steps = _sft_steps(model, tokenizer, list(train), rng, recipe, recipe.cold_start_max_steps,
+                       recipe.sft_lr, stop=gate_reached)
+    return {"steps": steps, "train_accuracy": acc, "reached": acc >= recipe.cold_start_target,
+            "seconds": time.perf_counter() - start}
+
+
+def cached_cold_start(tokenizer: CharTokenizer, train: Sequence[Problem], seed: int,
+                      recipe: ToyRecipe, root: Path | None = None) -> tuple[Any, dict[str, Any]]:
+    """The cold-start model for this seed and recipe, built once and then read from disk."""
+    path = (root or cache_root()) / f"toy-r1-cold-start-{recipe.cold_start_key(seed)}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = build_model(tokenizer, seed)
+    while not path.exists() and not _take_lock(path.with_suffix(".lock")):
+        time.sleep(5)  # another process is building this very cold start: wait for its file
+    if path.exists():
+        saved = torch.load(path, weights_only=True)
+        model.load_state_dict(saved["weights"])
+        return model, {**json.loads(saved["stats"]), "cached": True}
+    try:
+        stats = cold_start(model, tokenizer, train, seed, recipe)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        torch.save({"weights": model.state_dict(), "stats": json.dumps(stats)}, tmp)
+        tmp.replace(path)  # atomic: a reader never sees half a file
+    finally:
+        path.with_suffix(".lock").unlink(missing_ok=True)
+    return model, {**stats, "cached": False}
+
+
+def _take_lock(lock: Path) -> bool:
+    """Create `lock` with our pid; False while a live process holds it (a dead one's is removed)."""
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        try:
+            os.kill(int(lock.read_text() or 0), 0)  # signal 0: only asks whether it is alive
+            return False
+        except PermissionError:  # alive, but another user's
+            return False
+        except (ProcessLookupError, ValueError, FileNotFoundError):
+            lock.unlink(missing_ok=True)  # its builder died (or just finished): try again
+            return False
+    with os.fdopen(fd, "w") as f:
+        f.write(str(os.getpid()))
+    return True
 
 
 def run_grpo(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], seed: int,
-             seconds: float, settings: GRPOSettings = GRPO_DEFAULTS,
+             recipe: ToyRecipe, reward: Callable[..., list[float]] = correctness_reward,
              on_step: Callable[[int, dict[str, float]], None] | None = None) -> list[dict]:
-    """GRPO from scratch with the correctness reward, for a wall-time budget."""
-    rng = random.Random(seed)
+    """recipe.rl_steps GRPO updates with `reward` (the checker, or a control's reward)."""
+    rng, settings = random.Random(seed), recipe.grpo
     model = prepare_model(model, settings)
-    optimizer, history, start = make_optimizer(model, settings), [], time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        rows = rng.sample(list(train), PROMPTS_PER_STEP)
-        stats = train_step(model, tokenizer, optimizer, [p.question for p in rows],
-                           [correctness_reward], settings, answer=[p.answer for p in rows])
+    optimizer, history = make_optimizer(model, settings), []
+    next_lr = _schedule(optimizer, recipe.rl_steps, recipe.rl_lr_decay)
+    for step in range(1, recipe.rl_steps + 1):
+        rows = rng.sample(train, recipe.prompts_per_step)
+        stats = train_step(model, tokenizer, optimizer, [p.question for p in rows], [reward],
+                           settings, answer=[p.answer for p in rows])
+        next_lr()
         history.append(stats)
         if on_step is not None:
-            on_step(len(history), stats)
+            on_step(step, stats)
     return history
 
 
 def run_sft(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], seed: int,
-            seconds: float) -> int:
-    """Control 1: keep doing SFT on the labelled answers for the same wall time."""
-    return _sft_for(model, tokenizer, train, random.Random(seed), seconds)
-
-
-def _sft_for(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], rng: random.Random,
-             seconds: float, stop: Callable[[int], bool] | None = None) -> int:
-    """SFT steps on labelled answers for `seconds`, or until `stop(steps)`; returns the steps."""
-    optimizer, start, steps = _adamw(model, SFT_LR), time.perf_counter(), 0
-    model.train()
-    while time.perf_counter() - start < seconds:
-        rows = rng.sample(list(train), SFT_BATCH)
-        sft_step(model, optimizer, sft_batch(tokenizer, [p.question for p in rows],
-                                             [p.target for p in rows]))
-        steps += 1
-        if stop is not None and stop(steps):
-            break
-    return steps
+            recipe: ToyRecipe) -> int:
+    """Control: more SFT on the labelled answers, as many updates (of 64 examples) as GRPO."""
+    return _sft_steps(model, tokenizer, list(train), random.Random(seed), recipe, recipe.rl_steps,
+                      recipe.control_lr, decay=recipe.rl_lr_decay)
 
 
 def run_rft(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem], seed: int,
-            seconds: float, settings: GRPOSettings = GRPO_DEFAULTS) -> dict[str, int]:
-    """Control 2: sample like GRPO, keep the samples the checker accepts, SFT on them.
+            recipe: ToyRecipe, lr: float | None = None, pool: int = 0,
+            dedupe: bool = True, decay: bool | None = None) -> dict[str, Any]:
+    """Control: sample as GRPO does, keep what the checker accepts, SFT on it.
 
-    Accepted samples are pooled until there are SFT_BATCH of them, so each update sees as many
-    examples as the SFT control's: Adam on a handful of samples a step takes steps as large as on
-    64, on a far noisier gradient, and wrecked the model in a first version.
+    The defaults are the fixed control: one update per sampling step (as many updates and samples
+    as GRPO), GRPO's learning rate and schedule, each accepted (question, answer) once. `lr=1e-3,
+    pool=64, dedupe=False, decay=False` is the first version, which lost accuracy.
     """
-    rng, optimizer, start = random.Random(seed), _adamw(model, SFT_LR), time.perf_counter()
-    steps = updates = accepted = 0
-    pool: list[tuple[str, str]] = []
+    rng, settings = random.Random(seed), recipe.grpo
+    optimizer = _adamw(model, recipe.control_lr if lr is None else lr)
+    next_lr = _schedule(optimizer, recipe.rl_steps, recipe.rl_lr_decay if decay is None else decay)
+    g, waiting = settings.num_generations, []
+    log: dict[str, Any] = {"updates": 0, "sampled": 0, "accepted": 0, "trained_on": 0,
+                           "no_eos": 0, "text_after_answer": 0, "questions": []}
     model.train()
-    while time.perf_counter() - start < seconds:
-        rows = rng.sample(list(train), PROMPTS_PER_STEP)
+    for _ in range(recipe.rl_steps):
+        rows = rng.sample(train, recipe.prompts_per_step)
         batch = rollout(model, tokenizer, [p.question for p in rows], settings)
         texts = tokenizer.batch_decode(batch.completion_ids)
-        golds = [p.answer for p in rows for _ in range(settings.num_generations)]
-        pool += [(rows[i // settings.num_generations].question, texts[i])
-                 for i, ok in enumerate(correct(texts, golds)) if ok]
-        steps += 1
-        if len(pool) >= SFT_BATCH:
-            questions, completions = zip(*pool[:SFT_BATCH], strict=True)
+        ended = (batch.completion_ids == tokenizer.eos_token_id).any(dim=1).tolist()
+        oks = correct(texts, [p.answer for p in rows for _ in range(g)])
+        accepted = [(rows[i // g].question, texts[i], ended[i]) for i, ok in enumerate(oks) if ok]
+        log["sampled"] += len(texts)
+        log["accepted"] += len(accepted)
+        log["no_eos"] += sum(not e for _, _, e in accepted)
+        log["text_after_answer"] += sum(not t.endswith(ANSWER_END) for _, t, _ in accepted)
+        if dedupe:
+            accepted = list({q: (q, t, e) for q, t, e in accepted}.values())
+        waiting += [(q, t) for q, t, _ in accepted]
+        size = pool or len(waiting)  # pool=0: train on this step's accepted samples now
+        if waiting and len(waiting) >= size:
+            take, waiting = waiting[:size], waiting[size:]
+            questions, completions = zip(*take, strict=True)
             sft_step(model, optimizer, sft_batch(tokenizer, questions, completions))
-            accepted, updates, pool = accepted + SFT_BATCH, updates + 1, pool[SFT_BATCH:]
-    return {"sampling_steps": steps, "updates": updates, "accepted": accepted}
+            log["updates"] += 1
+            log["trained_on"] += len(take)
+            log["questions"] += list(questions)
+        next_lr()  # the schedule follows sampling steps, so it ends with the budget
+    return log
 
 
 @contextlib.contextmanager
@@ -301,38 +408,86 @@ def torch_threads(n: int):
         torch.set_num_threads(before)
 
 
-def run_seed(seed: int, grpo_seconds: float = 150.0, control_seconds: float | None = None,
-             cold_start_seconds: float = 150.0, controls: bool = True,
-             num_threads: int = 1) -> dict[str, Any]:
-    """Cold start, then GRPO and both controls from the same cold-start weights."""
+def run_seed(seed: int, recipe: ToyRecipe = ToyRecipe(), controls: bool = True,
+             diagnose_rft: bool = False, num_threads: int = 1) -> dict[str, Any]:
+    """Cold start (cached), then GRPO and each control from the same cold-start weights."""
     with torch_threads(num_threads):
-        return _run_seed(seed, grpo_seconds, control_seconds, cold_start_seconds, controls)
+        return _run_seed(seed, recipe, controls, diagnose_rft)
 
 
-def _run_seed(seed: int, grpo_seconds: float, control_seconds: float | None,
-              cold_start_seconds: float, controls: bool) -> dict[str, Any]:
+def control_arms(tokenizer: CharTokenizer, train: Sequence[Problem], seed: int,
+                 recipe: ToyRecipe, diagnose_rft: bool = False) -> dict[str, Callable[[Any], Any]]:
+    """The three controls, each a function that trains the model it is given, in place."""
+    arms: dict[str, Callable[[Any], Any]] = {
+        "sft_control": lambda m: run_sft(m, tokenizer, train, seed, recipe),
+        "rft": lambda m: run_rft(m, tokenizer, train, seed, recipe),
+        "random_reward": lambda m: run_grpo(m, tokenizer, train, seed, recipe,
+                                            reward=random_reward(seed)),
+    }
+    if diagnose_rft:  # the first version of the control, kept as the evidence of what went wrong
+        arms["rft_first_version"] = lambda m: run_rft(m, tokenizer, train, seed, recipe,
+                                                      lr=recipe.sft_lr, pool=64, dedupe=False,
+                                                      decay=False)
+    return arms
+
+
+def run_arms(model: Any, tokenizer: CharTokenizer, heldout: Sequence[Problem],
+             arms: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:
+    """Each arm on its own copy of `model`: held-out accuracy, seconds, and what it logged."""
+    row: dict[str, Any] = {"seconds": {}}
+    for name, run in arms.items():
+        arm_model = copy.deepcopy(model)
+        start = time.perf_counter()
+        out = run(arm_model)
+        row["seconds"][name] = time.perf_counter() - start
+        row[f"acc_after_{name}"] = accuracy(arm_model, tokenizer, heldout)
+        if name == "grpo":
+            rewards = [h["reward"] for h in out]
+            row["reward_first_last_20"] = [_mean(rewards[:20]), _mean(rewards[-20:])]
+            row["samples"] = sample_table(arm_model, tokenizer, heldout[:8])
+        elif name.startswith("rft"):
+            row[name] = rft_summary(out, model, tokenizer)
+    return row
+
+
+def first_update_accuracy(model: Any, tokenizer: CharTokenizer, train: Sequence[Problem],
+                          heldout: Sequence[Problem], seed: int, recipe: ToyRecipe,
+                          lr: float) -> float:
+    """Held-out accuracy after one labelled SFT update with a fresh AdamW at `lr` (on a copy)."""
+    probe = copy.deepcopy(model)
+    _sft_steps(probe, tokenizer, list(train), random.Random(seed), recipe, 1, lr)
+    return accuracy(probe, tokenizer, heldout)
+
+
+def _run_seed(seed: int, recipe: ToyRecipe, controls: bool, diagnose_rft: bool) -> dict[str, Any]:
     tokenizer = CharTokenizer()
     train, heldout = split_problems()
-    model = build_model(tokenizer, seed)
-    start = time.perf_counter()
-    cold = cold_start(model, tokenizer, train, seed, max_seconds=cold_start_seconds)
-    row: dict[str, Any] = {"seed": seed, "cold_start": cold,
-                           "acc_before": accuracy(model, tokenizer, heldout)}
-    grpo_model = copy.deepcopy(model)
-    history = run_grpo(grpo_model, tokenizer, train, seed, grpo_seconds)
-    row["grpo_steps"] = len(history)
-    row["acc_after_grpo"] = accuracy(grpo_model, tokenizer, heldout)
-    row["cold_start_plus_grpo_s"] = time.perf_counter() - start
-    row["reward_first_last"] = [history[0]["reward"], _mean([h["reward"] for h in history[-20:]])]
-    row["samples"] = sample_table(grpo_model, tokenizer, heldout[:8])
+    model, cold = cached_cold_start(tokenizer, train, seed, recipe)
+    arms: dict[str, Callable[[Any], Any]] = {
+        "grpo": lambda m: run_grpo(m, tokenizer, train, seed, recipe)}
     if controls:
-        seconds = grpo_seconds if control_seconds is None else control_seconds
-        sft_model, rft_model = copy.deepcopy(model), copy.deepcopy(model)
-        row["sft_steps"] = run_sft(sft_model, tokenizer, train, seed, seconds)
-        row["acc_after_sft_control"] = accuracy(sft_model, tokenizer, heldout)
-        row["rft"] = run_rft(rft_model, tokenizer, train, seed, seconds)
-        row["acc_after_rft"] = accuracy(rft_model, tokenizer, heldout)
-    return row
+        arms |= control_arms(tokenizer, train, seed, recipe, diagnose_rft)
+    row = {"seed": seed, "cold_start": cold, "rl_steps": recipe.rl_steps,
+           "acc_before": accuracy(model, tokenizer, heldout)}
+    if diagnose_rft:  # does one update of a fresh AdamW alone move accuracy, whatever the data?
+        row["acc_after_one_sft_update"] = {
+            str(lr): first_update_accuracy(model, tokenizer, train, heldout, seed, recipe, lr)
+            for lr in (recipe.sft_lr, recipe.control_lr)}
+    return {**row, **run_arms(model, tokenizer, heldout, arms)}
+
+
+def rft_summary(log: dict[str, Any], cold_model: Any, tokenizer: CharTokenizer) -> dict[str, Any]:
+    """What RFT trained on: how many, how repetitive, and how many the cold start already solved."""
+    questions = log.pop("questions")
+    unique = sorted(set(questions))
+    by_question = {p.question: p for p in all_problems()}
+    problems = [by_question[q] for q in unique]
+    texts = greedy_answers(cold_model, tokenizer, problems) if problems else []
+    solved = {q for q, ok in zip(unique, correct(texts, [by_question[q].answer for q in unique]),
+                                 strict=True) if ok}
+    trained = max(len(questions), 1)
+    return {**log, "unique_question_share": len(unique) / trained,
+            "already_solved_share": sum(q in solved for q in questions) / trained}
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -348,197 +503,53 @@ def sample_table(model: Any, tokenizer: CharTokenizer,
             for p, t, ok in zip(problems, texts, oks, strict=True)]
 
 
-# ---- What each memory trick saves: peak RSS of one GRPO update, one process per setting --------
+# ---- Tables of a run's results (the benchmark and notebook 07 print the same ones) ------------
 
-class PeakRss:
-    """Highest resident memory (MB) seen while the block runs, polled from /proc every 2 ms.
-
-    getrusage's ru_maxrss cannot do this: it is the process's all-time peak, and importing
-    torch, transformers and bitsandbytes already peaks above a small model's whole training step.
-    """
-
-    def __init__(self) -> None:
-        self.peak_mb = self.start_mb = _rss_mb()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        while not self._stop.wait(0.002):
-            self.peak_mb = max(self.peak_mb, _rss_mb())
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak_mb = max(self.peak_mb, _rss_mb())
+ARMS = {"acc_before": "cold start", "acc_after_grpo": "GRPO",
+        "acc_after_sft_control": "extra SFT", "acc_after_rft": "RFT",
+        "acc_after_random_reward": "random reward",
+        "acc_after_rft_first_version": "RFT, first version"}
 
 
-def _rss_mb() -> float:
-    """Current resident set size in MB (Linux /proc; elsewhere the all-time peak)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def results_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown: seed x (cold start, GRPO, each control), held-out accuracy, and the mean."""
+    keys = [k for k in ARMS if k in rows[0]]
+    lines = ["| seed | cold-start SFT steps | " + " | ".join(ARMS[k] for k in keys) + " |",
+             "|---" * (len(keys) + 2) + "|"]
+    for r in rows:
+        gate = "" if r["cold_start"]["reached"] else " (gate not reached)"
+        lines.append(f"| {r['seed']} | {r['cold_start']['steps']}{gate} | "
+                     + " | ".join(f"{r[k]:.1%}" for k in keys) + " |")
+    if len(rows) > 1:
+        means = [_mean([r[k] for r in rows]) for k in keys]
+        lines.append("| mean | | " + " | ".join(f"{m:.1%}" for m in means) + " |")
+    return "\n".join(lines)
 
 
-def memory_probe(hidden: int, layers: int, batch: int, completion_length: int,
-                 settings: GRPOSettings, steps: int = 2) -> dict[str, float]:
-    """Training memory (peak RSS above the loaded libraries) of `steps` GRPO updates."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    if settings.optim == "adamw_8bit":
-        import bitsandbytes  # noqa: F401  (imported before the baseline, like torch)
-    torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=len(CharTokenizer()), hidden_size=hidden,
-                         intermediate_size=4 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=4, num_key_value_heads=4,
-                         max_position_embeddings=completion_length + 32)
-    prompt = torch.randint(4, 40, (batch, 16))
-    completion = torch.randint(4, 40, (batch, completion_length))
-    data = Rollout(prompt, torch.ones_like(prompt), completion, torch.ones_like(completion))
-    advantages = torch.randn(batch)
-    k = settings.gradient_accumulation_steps
-    with PeakRss() as rss:
-        model = prepare_model(Qwen2ForCausalLM(config), settings)
-        optimizer = make_optimizer(model, settings)
-        start = time.perf_counter()
-        for _ in range(steps):
-            for i in range(0, batch, batch // k):
-                rows = slice(i, i + batch // k)
-                loss, _ = grpo_loss(model, data.rows(rows), advantages[rows], settings,
-                                    num_items_in_batch=completion.numel())
-                loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        step_s = (time.perf_counter() - start) / steps
-    return {"training_mb": rss.peak_mb - rss.start_mb, "peak_rss_mb": rss.peak_mb,
-            "baseline_rss_mb": rss.start_mb, "step_s": step_s,
-            "params_m": sum(p.numel() for p in model.parameters()) / 1e6}
+def rft_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown: what each version of RFT trained on, per seed."""
+    lines = ["| seed | version | updates | accepted / sampled | trained on | distinct questions "
+             "| already solved greedily | accepted without EOS | text after </answer> |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for name in ("rft_first_version", "rft"):
+            if name in r:
+                d = r[name]
+                lines.append(
+                    f"| {r['seed']} | {name} | {d['updates']} | {d['accepted']}/{d['sampled']} | "
+                    f"{d['trained_on']} | {d['unique_question_share']:.0%} | "
+                    f"{d['already_solved_share']:.0%} | {d['no_eos']} | "
+                    f"{d['text_after_answer']} |")
+    return "\n".join(lines)
 
 
-def memory_probe_in_subprocess(**kwargs: Any) -> dict[str, float]:
-    """Run memory_probe in a fresh Python, so one setting's peak cannot hide another's."""
-    settings = kwargs.pop("settings", GRPOSettings())
-    payload = json.dumps({**kwargs, "settings": settings.__dict__})
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "helpers.toy_r1", "--memory-probe", payload],
-                         capture_output=True, text=True, check=False, cwd=ROOT, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"memory probe failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-MEMORY_TRICKS = {
-    "baseline": {},
-    "gradient_accumulation (4 chunks)": {"gradient_accumulation_steps": 4},
-    "gradient_checkpointing": {"gradient_checkpointing": True},
-    "adamw_8bit": {"optim": "adamw_8bit"},
-}
-
-
-def measure_memory_tricks(hidden: int = 256, layers: int = 4, batch: int = 16,
-                          completion_length: int = 128) -> dict[str, dict[str, float]]:
-    """Training memory with each trick switched on alone, each in its own process."""
-    results = {}
-    for name, switch in MEMORY_TRICKS.items():
-        settings = GRPOSettings(**switch)
-        results[name] = memory_probe_in_subprocess(
-            hidden=hidden, layers=layers, batch=batch, completion_length=completion_length,
-            settings=settings)
-    base = results["baseline"]["training_mb"]
-    for row in results.values():
-        row["saved_mb"] = base - row["training_mb"]
-    return results
-
-
-if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--memory-probe":
-    args = json.loads(sys.argv[2])
-    args["settings"] = GRPOSettings(**args["settings"])
-    print(json.dumps(memory_probe(**args)))
-
-
-# ---- Proof on one batch: this module's loss and gradient equal trl's GRPOTrainer ----------------
-
-def smoke_batch(tokenizer: Any, num_generations: int = 4, completion_length: int = 12,
-                seed: int = 0) -> Rollout:
-    """Two prompts x G random completions, EOS at different places (one truncated)."""
-    gen = torch.Generator().manual_seed(seed)
-    enc = tokenizer(["What is 2+3?", "Tom has 7 apples and eats 2. How many are left?"],
-                    return_tensors="pt", padding=True)
-    prompt_ids = enc["input_ids"].repeat_interleave(num_generations, 0)
-    prompt_mask = enc["attention_mask"].repeat_interleave(num_generations, 0)
-    ids = torch.randint(3, len(tokenizer), (2 * num_generations, completion_length), generator=gen)
-    for row in range(2 * num_generations - 1):  # the last row keeps no EOS: truncated
-        eos_at = int(torch.randint(0, completion_length, (1,), generator=gen))
-        ids[row, eos_at] = tokenizer.eos_token_id
-        ids[row, eos_at + 1:] = tokenizer.pad_token_id
-    return Rollout(prompt_ids, prompt_mask, ids, mask_after_eos(ids, tokenizer.eos_token_id))
-
-
-def _loss_and_grads(model: Any, compute: Callable[[], torch.Tensor]) -> tuple[float, torch.Tensor]:
-    model.zero_grad(set_to_none=True)
-    loss = compute()
-    loss.backward()
-    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-    model.zero_grad(set_to_none=True)
-    return loss.item(), grads
-
-
-def compare_with_trl(loss_type: str, beta: float, output_dir: str,
-                     accumulation: int = 2) -> dict[str, float]:
-    """Loss and gradient from grpo_loss and from trl's GRPOTrainer.compute_loss, same inputs.
-
-    The smoke model in float32; old log-probs 0.3 nats off the current ones (so some ratios
-    clip), a reference 0.5 nats off, temperature 0.7, eps 0.2 / eps_high 0.28, and the batch is
-    one of `accumulation` chunks, so each loss type's normalisation is exercised.
-    """
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
-
-    from helpers.grpo_scratch import group_advantages
-    from helpers.smoke_model import ensure_smoke_model
-
-    g, length = 4, 12
-    path = ensure_smoke_model()
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    args = GRPOConfig(
-        output_dir=output_dir, use_cpu=True, bf16=False, fp16=False, report_to="none",
-        per_device_train_batch_size=2 * g, num_generations=g, max_completion_length=length,
-        loss_type=loss_type, beta=beta, epsilon=0.2, epsilon_high=0.28, temperature=0.7,
-        gradient_accumulation_steps=accumulation,
-    )
-    trainer = GRPOTrainer(model=model, reward_funcs=correctness_reward, args=args,
-                          train_dataset=Dataset.from_list([{"prompt": "hi", "answer": "1"}] * 16),
-                          processing_class=tokenizer)
-    trainer.current_gradient_accumulation_steps = accumulation  # the training loop sets it
-    model = trainer.model.train()
-    settings = GRPOSettings(num_generations=g, max_completion_length=length, temperature=0.7,
-                            epsilon=0.2, epsilon_high=0.28, beta=beta, loss_type=loss_type,
-                            gradient_accumulation_steps=accumulation)
-    batch = smoke_batch(tokenizer, g, length)
-    gen = torch.Generator().manual_seed(1)
-    advantages = group_advantages(torch.randint(0, 2, (2 * g,), generator=gen).float(), g)
-    with torch.no_grad():
-        logps = per_token_logps(model, batch, settings.temperature)
-    old = logps + 0.3 * torch.randn(logps.shape, generator=gen)
-    ref = logps + 0.5 * torch.randn(logps.shape, generator=gen) if beta else None
-    num_items = batch.completion_mask.sum() * accumulation  # tokens in the generation batch
-    inputs = {"prompt_ids": batch.prompt_ids, "prompt_mask": batch.prompt_mask,
-              "completion_ids": batch.completion_ids, "completion_mask": batch.completion_mask,
-              "advantages": advantages, "old_per_token_logps": old,
-              "num_items_in_batch": num_items}
-    if beta:
-        inputs["ref_per_token_logps"] = ref
-    trl_loss, trl_grads = _loss_and_grads(model, lambda: trainer.compute_loss(model, inputs))
-    loss, grads = _loss_and_grads(
-        model, lambda: grpo_loss(model, batch, advantages, settings, old, ref, num_items)[0])
-    return {"loss_type": loss_type, "beta": beta, "loss_trl": trl_loss, "loss_ours": loss,
-            "loss_rel_err": abs(loss - trl_loss) / abs(trl_loss),
-            "grad_rel_err": ((grads - trl_grads).norm() / trl_grads.norm()).item()}
+def first_update_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown: held-out accuracy after one labelled SFT update with a fresh AdamW, per lr."""
+    rates = list(rows[0]["acc_after_one_sft_update"])
+    lines = ["| seed | cold start | " + " | ".join(f"one SFT update, lr {r}" for r in rates) + " |",
+             "|---" * (len(rates) + 2) + "|"]
+    for r in rows:
+        after = r["acc_after_one_sft_update"]
+        lines.append(f"| {r['seed']} | {r['acc_before']:.1%} | "
+                     + " | ".join(f"{after[k]:.1%}" for k in rates) + " |")
+    return "\n".join(lines)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
     from trl import GRPOConfig
 
 KNOWN_MODELS = frozenset(ARCHITECTURES)
-DRIVE_ROOT = Path("/content/drive")
-DRIVE_RUNS = DRIVE_ROOT / "MyDrive" / "grpo-course"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -38,7 +37,7 @@ KNOB_NOTES = {
     "warmup_ratio": "first 10% of steps ramp the learning rate up: avoids early blow-ups",
     "optim": "adamw_8bit keeps Adam's two moments in 8 bits: 2 bytes/param, not 8",
     "max_grad_norm": "clip each update's size; 0.1 keeps RL steps small and stable",
-    "max_steps": "optimizer steps; time grows linearly (~30-60 s a step on a T4)",
+    "max_steps": "optimizer steps; time grows linearly (the expected time is printed below)",
     "beta": "KL penalty weight; 0 = no reference model: one model less in memory",
     "temperature": "sampling randomness; 1.0 keeps a group diverse (needed for spread)",
     "bf16": "bfloat16 compute: Ampere (8.0+) only",
@@ -70,7 +69,7 @@ class TrainingConfigError(ValueError):
 
 
 def checkpoint_every(max_steps: int) -> int:
-    """Save about three times a run, and at least every 25 steps (a T4 step takes ~30-60 s)."""
+    """Save about three times a run, and at least every 25 steps (minutes apart on a T4)."""
     return max(1, min(25, max_steps // 3))
 
 
@@ -223,26 +222,9 @@ def make_grpo_config(
     return config
 
 
-def on_colab() -> bool:
-    """True inside a Google Colab runtime."""
-    import sys
-
-    return "google.colab" in sys.modules
-
-
-def checkpoint_dir(run_dir: Path, profile: Profile, save_to_drive: bool = False) -> Path:
-    """Where checkpoints go: the run folder, or Google Drive (Colab only) to outlive the VM."""
-    if not save_to_drive:
-        return run_dir / "checkpoints"
-    if not on_colab():
-        raise TrainingConfigError(
-            "SAVE_TO_DRIVE=True works only on Colab: set SAVE_TO_DRIVE = False here."
-        )
-    if not (DRIVE_ROOT / "MyDrive").is_dir():
-        from google.colab import drive  # Colab-only: asks for permission once
-
-        drive.mount(str(DRIVE_ROOT))
-    return DRIVE_RUNS / profile.name / "checkpoints"
+def checkpoint_dir(run_dir: Path) -> Path:
+    """Where the trainer saves checkpoints: inside the run folder (on Drive on Colab)."""
+    return run_dir / "checkpoints"
 
 
 def latest_checkpoint(folder: Path) -> Path | None:
@@ -360,9 +342,49 @@ def load_log_history(run_dir: Path) -> list[dict]:
     return json.loads(path.read_text())
 
 
-def save_adapter(model: Any, tokenizer: Any, run_dir: Path) -> Path:
-    """The trained LoRA adapter and tokenizer, to run_dir/adapter (notebooks 05-06 load it)."""
+ADAPTER_STEP_FILE = "training_step.json"
+
+
+def save_adapter(
+    model: Any, tokenizer: Any, run_dir: Path, step: int | None = None, max_steps: int | None = None
+) -> Path:
+    """The LoRA adapter and tokenizer, to run_dir/adapter (notebooks 05-06 load it).
+
+    Written next to it and then swapped in, so a disconnect mid-save leaves the previous adapter.
+    """
     target = run_dir / "adapter"
-    model.save_pretrained(str(target))
-    tokenizer.save_pretrained(str(target))
+    partial = run_dir / "adapter.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(str(partial))
+    tokenizer.save_pretrained(str(partial))
+    if step is not None:
+        (partial / ADAPTER_STEP_FILE).write_text(json.dumps({"step": step, "max_steps": max_steps}))
+    old = run_dir / "adapter.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    partial.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def describe_adapter(adapter_dir: Path) -> str:
+    """Which training step a saved adapter holds, in one line."""
+    path = adapter_dir / ADAPTER_STEP_FILE
+    if not path.exists():
+        return "The adapter was saved at the end of training."
+    saved = json.loads(path.read_text())
+    step, total = saved["step"], saved["max_steps"]
+    if step >= total:
+        return f"The adapter holds all {total} training steps."
+    return (
+        f"The adapter was saved at checkpoint step {step} of {total}: training stopped early "
+        "(rerun notebook 04 to resume it)."
+    )
+
+
+def format_eta(step: int, max_steps: int, seconds_per_step: float) -> str:
+    """'step 12/150: 14.2 s/step, about 33 min left' (the ETA a step timer prints)."""
+    left = max(0, max_steps - step) * seconds_per_step
+    eta = f"{left / 60:.0f} min" if left >= 90 else f"{left:.0f} s"
+    return f"step {step}/{max_steps}: {seconds_per_step:.1f} s/step, about {eta} left"

@@ -19,13 +19,18 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sync_notebooks import synced  # noqa: E402
+
+CPU_CELL_TIMEOUT = 1800  # s: on CPU (smoke profile) the slowest cell takes about a minute
+# On a GPU, notebook 04 trains max_steps steps in one cell: allow 4x the slowest T4 step time
+# published for unsloth's GRPO notebooks (55 s), so only a hung cell is stopped.
+GPU_SECONDS_PER_STEP = 240
 
 
 def save_figures(nb: nbformat.NotebookNode, folder: Path) -> int:
@@ -39,6 +44,29 @@ def save_figures(nb: nbformat.NotebookNode, folder: Path) -> int:
                 folder.mkdir(parents=True, exist_ok=True)
                 (folder / f"cell{index:02d}_{count}.png").write_bytes(base64.b64decode(png))
     return count
+
+
+def cell_timeout(max_steps: int, on_gpu: bool) -> int:
+    """Seconds any one cell may run: fixed on CPU; on a GPU, enough for the whole training."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    if not on_gpu:
+        return CPU_CELL_TIMEOUT
+    return CPU_CELL_TIMEOUT + GPU_SECONDS_PER_STEP * max_steps
+
+
+def profile_timeout(requested: str | None) -> int:
+    """cell_timeout for the profile the notebooks will pick: `requested`, else the hardware's."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from helpers.profiles import PROFILES, default_profile_name
+
+    if requested not in PROFILES:  # none, or unknown (the notebooks then say so themselves)
+        from helpers.hardware import detect_hardware
+
+        requested = default_profile_name(detect_hardware())
+    profile = PROFILES[requested]
+    return cell_timeout(profile.max_steps, on_gpu=profile.min_vram_gb > 0)
 
 
 def execute(path: Path, timeout: int) -> tuple[nbformat.NotebookNode, float]:
@@ -70,7 +98,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Execute the course notebooks in order.")
     parser.add_argument("--only", nargs="+", metavar="NN", help="notebook numbers, e.g. 03 04")
     parser.add_argument("--in-place", action="store_true", help="overwrite notebooks/ with outputs")
-    parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    parser.add_argument(
+        "--timeout", type=int, default=None,
+        help=f"seconds per cell; default: {CPU_CELL_TIMEOUT} on CPU, on a GPU "
+        f"{CPU_CELL_TIMEOUT} + {GPU_SECONDS_PER_STEP} x the profile's max_steps",
+    )
     args = parser.parse_args()
 
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -83,13 +115,14 @@ def main() -> int:
     if not args.in_place:
         os.environ["GRPO_RUN_DIR"] = str(out)  # kernels inherit it: runs, adapters, logs go here
     profile = os.environ.get("GRPO_PROFILE", "chosen from the hardware")
-    print(f"Executing {len(paths)} notebooks (profile: {profile})")
+    timeout = args.timeout or profile_timeout(os.environ.get("GRPO_PROFILE"))
+    print(f"Executing {len(paths)} notebooks (profile: {profile}; at most {timeout} s a cell)")
     total = 0.0
     for number, path in enumerate(paths, 1):
         print(f"[{number}/{len(paths)}] {path.name}", flush=True)
         try:
-            nb, seconds = execute(path, args.timeout)
-        except CellExecutionError as error:
+            nb, seconds = execute(path, timeout)
+        except (CellExecutionError, CellTimeoutError) as error:
             print(f"\n{path.name} failed:\n{str(error)[-3000:]}")
             return 1
         total += seconds

@@ -5,12 +5,13 @@
 
 The repository URL and ref live in one place (helpers/course.py); this script copies them into
 the badge (cell 1) and the bootstrap cell (the first code cell) of each notebook, and into
-README's badge links.
+README's badge links. It also gives each `parameters` cell its Colab form (`#@param`).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 from pathlib import Path
@@ -26,9 +27,11 @@ NOTEBOOKS = ROOT / "notebooks"
 BADGE_PREFIX = "[![Open In Colab]"
 COLAB_LINK = re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/")
 BOOTSTRAP_MARK = "# Course bootstrap"
+PARAMETER = re.compile(r"^([A-Z][A-Z0-9_]*) = (.+?)(?:\s+# ?(.*))?$")
+FORM_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 BOOTSTRAP = f'''{BOOTSTRAP_MARK}: on Colab, fetch the course and install its pinned stack
-# (once per runtime, ~3 min). Anywhere else it only makes `helpers` importable.
+# (once per runtime, 3-5 min; rerun this cell if it stopped). Elsewhere it only finds `helpers`.
 import os
 import subprocess
 import sys
@@ -38,13 +41,55 @@ warnings.filterwarnings("ignore", message="IProgress not found")  # text progres
 COURSE_REPO = "{COURSE_REPO}"
 COURSE_REF, COLAB_DIR = "{COURSE_REF}", "{COLAB_DIR}"
 if "google.colab" in sys.modules and not os.path.isdir(COLAB_DIR):
-    git = ["git", "clone", "-q", "--depth=1", f"--branch={{COURSE_REF}}", COURSE_REPO, COLAB_DIR]
-    if subprocess.run(git, capture_output=True, text=True).returncode != 0:
-        raise SystemExit(f"Could not clone {{COURSE_REPO}} at {{COURSE_REF}}: is the tag there?")
-    subprocess.run([sys.executable, f"{{COLAB_DIR}}/scripts/install_stack.py", "colab"], check=True)
+    partial = COLAB_DIR + ".partial"  # renamed into place only once the clone is complete
+    subprocess.run(["rm", "-rf", partial], check=True)
+    git = ["git", "clone", "--depth=1", f"--branch={{COURSE_REF}}", COURSE_REPO, partial]
+    if subprocess.run(git).returncode != 0:
+        raise SystemExit(f"Could not clone {{COURSE_REPO}} at {{COURSE_REF}}.\\nFix: check that "
+                         "the tag exists and this runtime is online, then rerun this cell.")
+    os.rename(partial, COLAB_DIR)
 if "google.colab" in sys.modules:
+    sys.path.insert(0, f"{{COLAB_DIR}}/scripts")
+    from colab_bootstrap import ensure_stack
+
+    ensure_stack(COLAB_DIR)  # skipped once it succeeded in this runtime; retried otherwise
     os.chdir(f"{{COLAB_DIR}}/notebooks")
 sys.path.insert(0, os.path.abspath(".."))'''
+
+
+def form_type(value: str) -> str:
+    """Colab's form type for a literal: boolean, integer, number, string, else raw (None, lists)."""
+    try:
+        literal = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return "raw"
+    return FORM_TYPES.get(type(literal), "raw")
+
+
+def _is_expression(text: str) -> bool:
+    try:
+        ast.parse(text, mode="eval")
+    except SyntaxError:
+        return False
+    return True
+
+
+def with_forms(source: str) -> str:
+    """`NAME = value  # why` becomes `# why` over `NAME = value  #@param {type:...}` (idempotent).
+
+    Colab draws a form field for each `#@param`; papermill and nbval still see plain assignments.
+    """
+    lines = []
+    for line in source.splitlines():
+        match = PARAMETER.match(line)
+        if match is None or "#@param" in line or not _is_expression(match.group(2)):
+            lines.append(line)  # not a one-line parameter (or already a form field)
+            continue
+        name, value, why = match.groups()
+        if why:
+            lines.append(f"# {why}")
+        lines.append(f'{name} = {value}  #@param {{type:"{form_type(value)}"}}')
+    return "\n".join(lines)
 
 
 def badge(notebook: Path) -> str:
@@ -68,6 +113,9 @@ def synced(path: Path) -> nbformat.NotebookNode:
     if not code.source.startswith(BOOTSTRAP_MARK):
         raise SystemExit(f"{path.name}: the first code cell must be the course bootstrap.")
     code.source = BOOTSTRAP
+    for cell in nb.cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            cell.source = with_forms(cell.source)
     # Colab saves ipywidgets state without the 'state' key, which GitHub refuses to render.
     nb.metadata.pop("widgets", None)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}

@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
@@ -184,7 +184,7 @@ def build_config(
     from helpers.training import checkpoint_dir, make_grpo_config
 
     plan = plan or plan_run(1, args.vllm_server_host is not None)
-    checkpoints = checkpoint_dir(output_dir(args, profile), profile)
+    checkpoints = checkpoint_dir(output_dir(args, profile))
     return make_grpo_config(profile, hw, checkpoints, **config_overrides(args, plan))
 
 
@@ -196,6 +196,40 @@ def load_unsloth(profile: Profile) -> tuple[Any, Any]:
 
     model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
     return FastLanguageModel.get_peft_model(model, **lora_kwargs(profile)), tokenizer
+
+
+BNB_4BIT_SUFFIXES = ("-unsloth-bnb-4bit", "-bnb-4bit")  # unsloth's pre-quantized repos
+
+
+def zero3_requested(env: Mapping[str, str]) -> bool:
+    """True under `accelerate launch` with DeepSpeed ZeRO stage 3 (by flag or JSON config)."""
+    if env.get("ACCELERATE_USE_DEEPSPEED", "false").lower() != "true":
+        return False
+    if env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE"):
+        return env["ACCELERATE_DEEPSPEED_ZERO_STAGE"] == "3"
+    config = env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+    if not config:
+        return False
+    return json.loads(Path(config).read_text()).get("zero_optimization", {}).get("stage") == 3
+
+
+def zero3_base(model_name: str) -> str:
+    """The 16-bit model that ZeRO-3 quantizes on load: a `-bnb-4bit` id without its suffix.
+
+    For a pre-quantized checkpoint transformers ignores the BitsAndBytesConfig passed in and
+    keeps its packed uint8 storage, so `bnb_4bit_quant_storage` (which lets ZeRO-3 shard 4-bit
+    weights like the others) applies only to weights quantized on load.
+    """
+    for suffix in BNB_4BIT_SUFFIXES:
+        if model_name.endswith(suffix):
+            return model_name.removesuffix(suffix)
+    config = Path(model_name) / "config.json"
+    if config.is_file() and "quantization_config" in json.loads(config.read_text()):
+        raise ValueError(
+            f"ZeRO-3 quantizes the model on load, but {model_name} is already quantized: pass "
+            "--model with the 16-bit model's folder or hub id instead."
+        )
+    return model_name
 
 
 def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool) -> tuple[Any, Any]:
@@ -217,12 +251,16 @@ def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool) -> tuple[Any, 
             bnb_4bit_compute_dtype=dtype,
             bnb_4bit_quant_storage=dtype,  # lets ZeRO-3 shard the packed weights like others
         )
+    name = load["model_name"]
+    if load_in_4bit and zero3_requested(os.environ):
+        name = zero3_base(name)
+        print(f"ZeRO-3: quantizing {name} on load, so that bnb_4bit_quant_storage applies")
     # No device_map: accelerate has already picked this process's GPU (bitsandbytes loads
     # there); DeepSpeed places the weights itself.
     model = AutoModelForCausalLM.from_pretrained(
-        load["model_name"], torch_dtype=dtype, quantization_config=quantization
+        name, torch_dtype=dtype, quantization_config=quantization
     )
-    tokenizer = AutoTokenizer.from_pretrained(load["model_name"])
+    tokenizer = AutoTokenizer.from_pretrained(name)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     torch.manual_seed(lora["random_state"])  # same LoRA init on every rank, as unsloth seeds it
@@ -329,7 +367,9 @@ def save_outputs(trainer: Any, tokenizer: Any, run: Path) -> None:
         tokenizer.save_pretrained(str(run / "adapter"))
         print(f"Adapter: {shown(run / 'adapter')}")
     else:
-        print(f"Adapter: {shown(save_adapter(trainer.model, tokenizer, run))}")
+        state = trainer.state
+        adapter = save_adapter(trainer.model, tokenizer, run, state.global_step, state.max_steps)
+        print(f"Adapter: {shown(adapter)}")
     print(f"Log    : {shown(save_log_history(log, run))}")
 
 
@@ -371,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from trl import GRPOTrainer
 
+    from helpers.callbacks import AdapterCheckpoint, StepTimer
     from helpers.plotting import CompletionSampler, LivePlot
     from helpers.rewards import REWARD_FUNCS
     from helpers.training import train_or_resume
@@ -380,6 +421,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     callbacks: list[Any] = []
     if state.is_main_process:  # one writer for the figure, log and samples (notebook 04's)
         callbacks.append(LivePlot(run, every=max(1, config.max_steps // 10)))
+        callbacks.append(StepTimer(every_seconds=60))
+    if plan.world_size == 1:  # ZeRO-3 shards the LoRA weights: save_outputs gathers them at the end
+        callbacks.append(AdapterCheckpoint(run, tokenizer))
     if args.debug_dump_params is not None:
         rewards[0] = observed(rewards[0], seen)
         callbacks.append(

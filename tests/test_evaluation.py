@@ -12,12 +12,16 @@ from helpers.evaluation import (
     DecodingSettings,
     Generation,
     compare_runs,
+    describe_paired,
     evaluate,
     flips,
     gains,
     generate_side,
     latest_results,
     load_results,
+    mcnemar_p,
+    paired_bootstrap,
+    paired_test,
     pass_at_k,
     per_problem_rows,
     require_adapter,
@@ -112,6 +116,43 @@ def test_per_problem_rows_and_flips_classify_changes():
     results = {"problems": rows}
     assert [r["id"] for r in flips(results)["fixed"]] == [1, 2]
     assert [r["id"] for r in flips(results, "lenient")["broken"]] == [0]
+
+
+# McNemar by hand: 3 fixed, 0 broken -> 2 * (1/2)^3 = 0.25; 10 vs 2 -> 2 * (1+12+66)/4096.
+@pytest.mark.parametrize(
+    ("fixed", "broken", "p"),
+    [(3, 0, 0.25), (0, 0, 1.0), (5, 5, 1.0), (10, 2, 2 * 79 / 4096), (2, 10, 2 * 79 / 4096)],
+)
+def test_mcnemar_matches_hand_computed_values(fixed, broken, p):
+    assert mcnemar_p(fixed, broken) == pytest.approx(p)
+
+
+def paired_rows(both: int, fixed: int, broken: int, neither: int) -> dict:
+    pairs = [(1, 1)] * both + [(0, 1)] * fixed + [(1, 0)] * broken + [(0, 0)] * neither
+    return {"problems": [{"base_strict": b, "trained_strict": t} for b, t in pairs]}
+
+
+def test_paired_test_counts_flips_and_brackets_the_gain():
+    # 200 problems: 40 fixed, 10 broken -> +15 points; SE of the paired gain ~ sqrt(50)/200 = 3.5.
+    test = paired_test(paired_rows(50, 40, 10, 100))
+    assert (test["n"], test["fixed"], test["broken"]) == (200, 40, 10)
+    assert test["gain"] == pytest.approx(0.15)
+    assert 0.07 < test["ci_low"] < 0.10 and 0.20 < test["ci_high"] < 0.23
+    assert test["mcnemar_p"] < 1e-4
+    assert "excludes 0" in describe_paired(test) and "40 fixed, 10 broken" in describe_paired(test)
+
+
+def test_paired_test_on_a_balanced_change_includes_zero():
+    test = paired_test(paired_rows(50, 12, 12, 126))
+    assert test["gain"] == 0 and test["ci_low"] < 0 < test["ci_high"]
+    assert "includes 0" in describe_paired(test)
+
+
+def test_paired_statistics_reject_bad_input():
+    with pytest.raises(ValueError, match="equal, non-empty"):
+        paired_bootstrap([True], [True, False])
+    with pytest.raises(ValueError, match=">= 0"):
+        mcnemar_p(-1, 2)
 
 
 def fake_results(base_strict: int, trained_strict: int, base_lenient: int, trained_lenient: int):

@@ -9,18 +9,25 @@ import sys
 
 import pytest
 
+from helpers import export
 from helpers.evaluation import DecodingSettings, build_prompts, generate_side
 from helpers.export import (
     HUB_TOKEN_NAMES,
+    DiskSpaceError,
     check_base_exists,
+    disk_need_gb,
+    free_disk_gb,
     gguf_skip_reason,
     hub_token,
     merge_to_16bit,
+    merged_dtype,
+    preflight_disk,
+    remove_gguf_intermediates,
     run_plain_transformers,
     save_adapter,
     shorten_paths,
 )
-from helpers.hardware import CPU_ONLY, TESLA_T4
+from helpers.hardware import A100_40GB, CPU_ONLY, TESLA_T4
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES
 from helpers.synthetic import synthetic_split
@@ -114,9 +121,60 @@ def test_an_adapter_whose_local_base_is_gone_names_the_fix(tmp_path):
         check_base_exists(tmp_path)
 
 
-def test_gguf_runs_only_on_gpu_profiles():
+def test_gguf_runs_by_default_only_on_gpu_profiles_below_7b():
     assert "llama.cpp" in gguf_skip_reason(SMOKE, CPU_ONLY)
     assert gguf_skip_reason(PROFILES["t4"], TESLA_T4) is None
+    for name in ("t4-7b", "large"):
+        assert "EXPORT_GGUF = True" in gguf_skip_reason(PROFILES[name], A100_40GB)
+
+
+def test_disk_need_follows_the_model_size():
+    # Qwen2.5-Math-7B: 7.6B parameters, 15.2 GB in 16-bit; a merge downloads and writes one each.
+    assert disk_need_gb(PROFILES["t4-7b"], "merge") == pytest.approx(30.5, abs=0.1)
+    assert disk_need_gb(PROFILES["t4-7b"], "gguf") == pytest.approx(35.0, abs=0.1)
+    assert disk_need_gb(PROFILES["t4-7b"], "gguf", "q8_0") > disk_need_gb(PROFILES["t4-7b"], "gguf")
+    assert disk_need_gb(PROFILES["t4"], "merge") < 7
+    with pytest.raises(ValueError, match="'merge' or 'gguf'"):
+        disk_need_gb(SMOKE, "zip")
+
+
+def test_disk_preflight_passes_when_it_fits(tmp_path, monkeypatch):
+    assert free_disk_gb(tmp_path / "not" / "made" / "yet") > 0  # measured on the nearest parent
+    monkeypatch.setattr(export, "free_disk_gb", lambda folder: 40.0)
+    message = preflight_disk(PROFILES["t4-7b"], "gguf", tmp_path)
+    assert message == "Disk check: the gguf needs about 35.0 GB, 40.0 GB is free."
+
+
+def test_disk_preflight_refuses_what_wont_fit_with_the_fix_in_one_sentence(tmp_path, monkeypatch):
+    monkeypatch.setattr(export, "free_disk_gb", lambda folder: 20.0)
+    with pytest.raises(DiskSpaceError) as error:
+        preflight_disk(PROFILES["t4-7b"], "gguf", tmp_path)
+    message = str(error.value)
+    assert message.startswith("The gguf needs about 35.0 GB of free disk but 20.0 GB is free: ")
+    assert "delete the merged_16bit folder" in message and "EXPORT_GGUF = False" in message
+    assert "\n" not in message and message.count(". ") == 0
+    with pytest.raises(DiskSpaceError, match="the adapter saved above is the whole result"):
+        preflight_disk(PROFILES["t4-7b"], "merge", tmp_path)
+    preflight_disk(PROFILES["t4"], "merge", tmp_path)  # the 1.5B's 6.2 GB fits in 20
+
+
+def test_gguf_intermediates_are_removed_and_the_quantized_file_kept(tmp_path):
+    merged = tmp_path / "gguf"
+    (merged).mkdir()
+    (merged / "model.safetensors").write_bytes(b"16-bit merge")
+    out = tmp_path / "gguf_gguf"
+    out.mkdir()
+    for name in ("unsloth.BF16.gguf", "unsloth.Q4_K_M.gguf"):
+        (out / name).write_bytes(b"gguf")
+    assert remove_gguf_intermediates(merged, "q8_0") == []  # its file is not there: keep all
+    assert sorted(remove_gguf_intermediates(merged, "q4_k_m")) == ["gguf/", "unsloth.BF16.gguf"]
+    assert [p.name for p in out.iterdir()] == ["unsloth.Q4_K_M.gguf"] and not merged.exists()
+
+
+def test_a_t4_loads_the_merged_model_in_fp16():
+    assert merged_dtype(TESLA_T4.compute_capability) == "float16"
+    assert merged_dtype(A100_40GB.compute_capability) == "auto"
+    assert merged_dtype(None) == "auto"
 
 
 def test_hub_token_comes_from_the_environment(monkeypatch):

@@ -92,7 +92,7 @@ def test_aggregation_ignores_masked_tokens():
 @pytest.mark.parametrize("beta", [0.0, 0.04])
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
 def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta):
-    from helpers.toy_r1 import compare_with_trl
+    from helpers.trl_compare import compare_with_trl
 
     result = compare_with_trl(loss_type, beta, str(tmp_path))
     assert result["loss_trl"] != 0.0
@@ -105,7 +105,7 @@ def test_reference_is_the_model_with_its_adapter_disabled():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from helpers.smoke_model import ensure_smoke_model
-    from helpers.toy_r1 import smoke_batch
+    from helpers.trl_compare import smoke_batch
 
     path = ensure_smoke_model()
     base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)

@@ -1,13 +1,16 @@
-"""The installer: one source of versions, and a CPU install that can never pull CUDA torch."""
+"""The installer: one source of versions, a CPU install that can never pull CUDA torch, and a GPU
+install that is one resolve of the lock."""
 
 import importlib.util
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.hardware import TESLA_T4
+from helpers.hardware import A100_40GB, TESLA_T4
 from helpers.stack import check_pins, pin_report, read_pins
+from scripts.lock_stack import Lock, gpu_class, read_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "install_stack.py"
@@ -33,10 +36,15 @@ def test_dev_requirements_are_pinned_too():
 
 @pytest.fixture
 def recorded(monkeypatch):
+    """Each pip call's arguments, with a requirements file (`-r`) read in place of its path."""
     calls = []
 
     def fake_pip(python, *args, quiet):
-        calls.append(args)
+        args = list(args)
+        if "-r" in args:
+            at = args.index("-r") + 1
+            args[at] = Path(args[at]).read_text().splitlines()
+        calls.append(tuple(a if isinstance(a, str) else tuple(a) for a in args))
         return subprocess.CompletedProcess(args, returncode=0)
 
     monkeypatch.setattr(install_stack, "try_pip", fake_pip)
@@ -51,7 +59,7 @@ def test_cpu_install_pins_cpu_torch_and_keeps_unsloth_deps_out(recorded):
             assert set(args) == {"--no-deps", "unsloth==2026.10.9", "unsloth_zoo==2026.10.9"}
         else:
             assert "torch==2.13.0+cpu" in args  # held fixed in the same resolve
-            assert not any(a.startswith(("unsloth", "vllm")) for a in args)
+            assert not any(a.startswith(("unsloth", "vllm", "-r")) for a in args)
 
 
 def test_cpu_torch_falls_back_to_pytorchs_cpu_index(monkeypatch):
@@ -66,15 +74,63 @@ def test_cpu_torch_falls_back_to_pytorchs_cpu_index(monkeypatch):
     assert calls[1] == ("--extra-index-url", install_stack.TORCH_CPU_INDEX, "torch==2.13.0+cpu")
 
 
-def test_gpu_install_adds_vllm_by_gpu_class(recorded):
-    install_stack.install("python", TESLA_T4, [], quiet=True)
-    (args,) = recorded
-    assert "vllm==0.11.2" in args and "unsloth==2026.10.9" in args
+@pytest.mark.parametrize("gpu", [TESLA_T4, A100_40GB], ids=["t4", "ampere"])
+def test_gpu_install_is_one_resolve_of_the_whole_lock(recorded, gpu):
+    install_stack.install("python", gpu, [], quiet=True)
+    ((flag, lines),) = recorded  # one pip call: torch is never downloaded twice
+    lock = read_lock(gpu_class(gpu))
+    assert flag == "-r" and lines == tuple(f"{p}=={v}" for p, v in sorted(lock.pins.items()))
+    assert "vllm==0.11.2" in lines and "unsloth==2026.10.9" in lines
+    assert "torchao==0.17.0" in lines and "torch==2.9.0" in lines
 
 
-def test_environment_yml_uses_the_same_requirement_files():
+def test_colab_keeps_colabs_numpy_or_pillow_only_inside_the_hold_range(recorded, monkeypatch):
+    colab = {"numpy": "2.0.2", "pillow": "9.5.0"}  # numpy fits the lock's range, pillow does not
+    monkeypatch.setattr(install_stack, "installed_version", colab.get)
+    install_stack.install("python", TESLA_T4, [], quiet=True, colab=True)
+    ((no_cache, flag, lines),) = recorded
+    assert (no_cache, flag) == ("--no-cache-dir", "-r")  # Colab's disk is small
+    assert "numpy==2.0.2" in lines
+    assert f"pillow=={read_lock('t4').pins['pillow']}" in lines
+
+
+def test_held_pins_keep_a_version_only_inside_its_range():
+    lock = Lock({"numpy": "2.2.6", "pillow": "11.0.0", "torch": "2.9.0"},
+                {"numpy": ">=1.25,<2.3", "pillow": ">=10"})
+    found = install_stack.held_pins(lock, {"numpy": "2.3.1", "pillow": "10.4.0", "torch": "2.8"})
+    assert found == {"numpy": "2.2.6", "pillow": "10.4.0", "torch": "2.9.0"}
+    assert install_stack.held_pins(lock, {}) == lock.pins  # not installed: the locked version
+
+
+def test_a_failed_pip_run_exits_with_the_error_and_the_fix_in_two_lines(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        install_stack.pip(sys.executable, "--no-index", "no-such-package-xyz==1.0", quiet=False,
+                          colab=True)
+    message = str(stopped.value.code).splitlines()
+    assert len(message) == 2 and "no-such-package-xyz" in message[0]
+    assert message[0].startswith("Error:") and message[1].startswith("Fix: Runtime > Disconnect")
+    assert "no-such-package-xyz" in capsys.readouterr().out  # pip's own output was streamed
+
+
+def test_pip_output_streams_with_a_heartbeat_in_long_silences(monkeypatch, capsys):
+    monkeypatch.setattr(install_stack, "HEARTBEAT_S", 0.3)
+    code = "import time; print('first', flush=True); time.sleep(1.0); print('last')"
+    done = install_stack.stream([sys.executable, "-c", code])
+    out = capsys.readouterr().out
+    assert done.returncode == 0 and done.stdout == "first\nlast\n"
+    assert out.index("first") < out.index("still working") < out.index("last")
+
+
+def test_gpu_locks_warn_on_another_python():
+    assert install_stack.python_note((3, 12, 4)) is None
+    note = install_stack.python_note((3, 11, 7))
+    assert "this is 3.11" in note and "use Python 3.12" in note
+
+
+def test_environment_yml_gives_python_3_12_and_leaves_packages_to_the_lock():
     text = (ROOT / "environment.yml").read_text()
-    assert "-r requirements.txt" in text and "==" not in text
+    assert "python=3.12" in text and "install_stack.py gpu" in text
+    assert "requirements" not in text.split("dependencies:")[1]  # no pip resolve outside a lock
 
 
 def test_pin_report_flags_a_mismatch_with_the_fix():

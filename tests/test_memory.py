@@ -59,7 +59,7 @@ def test_llama_8b_kv_cache_on_t4_matches_vllm_print_within_10_percent():
 def test_qlora_7b_without_vllm_is_near_trls_t4_figure():
     # TRL docs: QLoRA of a 7B on a T4 used 9.2 GB (= 8.57 GiB). Its sequence length and batch
     # are not published, so the tolerance is wide: +-30%.
-    est = estimate(replace(PROFILES["t4"], fast_inference=False), TESLA_T4)
+    est = estimate(replace(PROFILES["t4-7b"], fast_inference=False), TESLA_T4)
     assert est.vllm_pool == 0
     assert est.total == pytest.approx(9.2e9 / GIB, rel=0.30)
 
@@ -76,7 +76,7 @@ def test_parameter_counts_match_the_model_cards():
         assert (arch.linear_params() + embeddings) / 1e9 == pytest.approx(billions, rel=0.02)
 
 
-@pytest.mark.parametrize("name", ["t4", "t4-1.5b", "large"])
+@pytest.mark.parametrize("name", ["t4", "t4-7b", "large"])
 def test_every_gpu_profile_fits_its_target_gpu(name):
     est = estimate(PROFILES[name], TARGET_GPU[name])
     assert est.verdict == "fits", est.summary()
@@ -85,13 +85,13 @@ def test_every_gpu_profile_fits_its_target_gpu(name):
 
 
 def test_too_much_vllm_memory_wont_fit_and_says_lower_utilization():
-    est = estimate(replace(PROFILES["t4"], gpu_memory_utilization=0.95), TESLA_T4)
+    est = estimate(replace(PROFILES["t4-7b"], gpu_memory_utilization=0.95), TESLA_T4)
     assert est.verdict == "won't fit"
     assert "lower gpu_memory_utilization" in est.advice()
 
 
 def test_too_little_vllm_memory_leaves_no_kv_cache_and_says_raise_it():
-    est = estimate(replace(PROFILES["t4"], gpu_memory_utilization=0.4), TESLA_T4)
+    est = estimate(replace(PROFILES["t4-7b"], gpu_memory_utilization=0.4), TESLA_T4)
     assert est.kv_cache_available < est.kv_cache_needed
     assert est.verdict == "won't fit"
     assert "raise gpu_memory_utilization" in est.advice()
@@ -99,7 +99,7 @@ def test_too_little_vllm_memory_leaves_no_kv_cache_and_says_raise_it():
 
 def test_long_completions_without_vllm_blame_activations():
     long = replace(
-        PROFILES["t4"], fast_inference=False, max_completion_length=4096,
+        PROFILES["t4-7b"], fast_inference=False, max_completion_length=4096,
         per_device_train_batch_size=4, gradient_accumulation_steps=1,
     )
     est = estimate(long, TESLA_T4)

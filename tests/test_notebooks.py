@@ -42,6 +42,9 @@ class TestNotebook:
         assert code[0].source.startswith("# Course bootstrap")
         params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
         assert len(params) == 1 and "PROFILE = None" in params[0].source
+        for line in params[0].source.splitlines():  # a Colab form field for every parameter
+            if re.match(r"[A-Z][A-Z0-9_]* = ", line):
+                assert "  #@param {type:" in line, f"no Colab form: {line}"
         headings = [c.source for c in nb.cells if c.cell_type == "markdown"]
         assert any(re.search(r"^## 1\. ", s, re.M) for s in headings)
         assert any("## Summary" in s for s in headings)
@@ -70,3 +73,24 @@ def test_badges_and_bootstrap_match_helpers_course():
         capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stdout
+
+
+def test_colab_forms_keep_the_value_and_the_comment():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from sync_notebooks import with_forms
+
+    source = 'PROFILE = None  # None: from the hardware\nMAX_STEPS = 30\nRATE = 0.5  # why\nX = "a"'
+    assert with_forms(source).splitlines() == [
+        "# None: from the hardware",
+        'PROFILE = None  #@param {type:"raw"}',
+        'MAX_STEPS = 30  #@param {type:"integer"}',
+        "# why",
+        'RATE = 0.5  #@param {type:"number"}',
+        'X = "a"  #@param {type:"string"}',
+    ]
+    assert with_forms(with_forms(source)) == with_forms(source)
+    # Only one-line values become form fields:
+    assert with_forms("SIZES = {\n    1: 2,\n}") == "SIZES = {\n    1: 2,\n}"
+    namespace: dict = {}
+    exec(with_forms(source), namespace)  # papermill and nbval still see plain assignments
+    assert (namespace["PROFILE"], namespace["MAX_STEPS"], namespace["X"]) == (None, 30, "a")

@@ -11,6 +11,7 @@ Partial logs with keys missing are derived from these in the tests.
 
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from helpers.plotting import (
     CompletionSampler,
     LivePlot,
+    completion_html,
     completion_table,
     health_check,
     panels_for,
@@ -26,6 +28,7 @@ from helpers.plotting import (
     save_figure,
     series,
     training_entries,
+    trend,
 )
 from helpers.rewards import REWARD_FUNCS
 
@@ -118,7 +121,7 @@ def test_health_check_explains_loss_zero_with_beta_zero(full):
 def test_health_check_flags_the_real_truncated_run():
     warnings = [f.text for f in health_check(load("smoke_truncated_log_history.json")) if not f.ok]
     assert any("cut off at max_completion_length" in w for w in warnings)
-    assert any(w.startswith("Never fired") and "correctness_reward" in w for w in warnings)
+    assert any(w.startswith("correctness_reward never fired") for w in warnings)
 
 
 def test_health_check_flags_truncation_and_zero_spread():
@@ -129,7 +132,7 @@ def test_health_check_flags_truncation_and_zero_spread():
     assert any("cut off at max_completion_length" in w for w in warnings)
     assert any("zero reward spread" in w for w in warnings)
     assert any("did not rise" in w for w in warnings)
-    assert any("Never fired (0 at every step): correctness_reward." in w for w in warnings)
+    assert any("correctness_reward never fired" in w for w in warnings)
 
 
 def test_health_check_sees_a_rising_reward_and_nan_gradients():
@@ -139,6 +142,65 @@ def test_health_check_sees_a_rising_reward_and_nan_gradients():
     found = health_check(log)
     assert any(f.ok and "rose" in f.text for f in found)
     assert any(not f.ok and "NaN" in f.text for f in found)
+
+
+def noisy_rising_log(steps: int = 100, seed: int = 0) -> list[dict]:
+    """A run whose total and correctness rewards climb slowly under step-to-step noise (SD 0.5)."""
+    rng = random.Random(seed)
+    log = []
+    for step in range(1, steps + 1):
+        correct = min(1.0, max(0.0, 0.2 + 0.003 * step + rng.gauss(0, 0.1)))
+        log.append({"step": step, "reward": 1.5 + 0.015 * step + rng.gauss(0, 0.5),
+                    "rewards/correctness_reward/mean": correct,
+                    "rewards/tag_count_reward/mean": 0.9 + rng.gauss(0, 0.05)})
+    return log
+
+
+def shuffled(log: list[dict], seed: int = 1) -> list[dict]:
+    """The same per-step values in a random order: any trend is gone, the noise is the same."""
+    entries = [dict(e) for e in log]
+    rng = random.Random(seed)
+    for key in ("reward", "rewards/correctness_reward/mean"):
+        values = [e[key] for e in entries]
+        rng.shuffle(values)
+        for entry, value in zip(entries, values, strict=True):
+            entry[key] = value
+    return entries
+
+
+def test_reward_rose_is_a_statement_a_shuffled_log_fails():
+    rising = noisy_rising_log()
+    assert any(f.ok and f.text.startswith("The reward rose") for f in health_check(rising))
+    assert trend(series(rising, "reward")[1]).rose
+    for seed in range(1, 6):  # the same values in any shuffled order show no trend
+        found = health_check(shuffled(rising, seed))
+        assert not any("rose" in f.text and f.ok for f in found), seed
+        assert any(not f.ok and "did not rise clearly" in f.text for f in found), seed
+
+
+def test_the_old_noise_run_no_longer_passes_as_a_rise(full):
+    # The stored smoke run of issue 12: reward 0.75 -> 1.05 on noise; the old check said "rose".
+    assert not any(f.ok and "reward rose" in f.text for f in health_check(full))
+
+
+def test_trend_needs_three_steps():
+    with pytest.raises(ValueError, match="at least 3"):
+        trend([1.0, 2.0])
+
+
+def test_correctness_flat_while_format_rises_is_a_warning():
+    rng = random.Random(2)
+    log = [{"step": s, "reward": 1.0 + 0.02 * s,
+            "rewards/correctness_reward/mean": 0.05 + rng.gauss(0, 0.02),
+            "rewards/tag_count_reward/mean": 0.2 + 0.01 * s} for s in range(1, 40)]
+    warnings = [f.text for f in health_check(log) if not f.ok]
+    assert any("stayed flat while tag_count_reward rose" in w for w in warnings)
+
+
+def test_correctness_that_rises_is_reported_with_its_average():
+    found = health_check(noisy_rising_log())
+    assert any(f.ok and f.text.startswith("correctness_reward averaged") and "rose" in f.text
+               for f in found)
 
 
 def test_health_check_on_an_empty_log_says_so():
@@ -184,6 +246,7 @@ def test_completion_sampler_keeps_rows_with_weighted_totals(tmp_path):
     assert sampler.rows[1]["total"] == pytest.approx(0.0)  # NaN ("not applicable") is skipped
     table = completion_table(sampler.rows)
     assert list(table.columns[:3]) == ["step", "question", "completion"]
+    assert list(table["completion"]) == ["<answer>4</answer>", "five", "<answer>4</answer>", "five"]
     # Rows are on disk, so a resumed run picks them up.
     again = CompletionSampler(FakeTrainer(), tmp_path)
     assert again.rows == json.loads((tmp_path / "completions.json").read_text())
@@ -193,6 +256,15 @@ def test_completion_sampler_without_trl_logs_gives_no_rows(tmp_path):
     sampler = CompletionSampler(object(), tmp_path, every=1)
     sampler.on_log(None, State(1), None, logs={})
     assert sampler.rows == [] and completion_table([]).empty
+
+
+def test_completion_html_shows_whole_completions_with_their_answer_end():
+    long = "<reasoning>\n" + "step " * 80 + "\n</reasoning>\n<answer>\n42\n</answer>"
+    rows = [{"step": 1, "question": "Q " * 60, "completion": long, "total": 2.5}]
+    html = completion_html(rows).data
+    assert "&lt;answer&gt;<br>42<br>&lt;/answer&gt;" in html  # the end, escaped, lines kept
+    assert "step " * 80 in html and "..." not in html and "…" not in html
+    assert "No completions" in completion_html([]).data
 
 
 def test_live_plot_headless_writes_log_and_figure(full, tmp_path):

@@ -34,32 +34,36 @@ def test_round_trip_gives_identical_logits(built, tmp_path):
     ids = torch.tensor([[5, 17, 42, 99, 3]])
     with torch.no_grad():
         assert torch.equal(loaded(ids).logits, reloaded(ids).logits)
-    assert 50_000 < sum(p.numel() for p in loaded.parameters()) < 300_000
+    assert 500_000 < sum(p.numel() for p in loaded.parameters()) < 2_000_000
 
 
-def test_warm_start_teaches_the_format_not_the_arithmetic(built):
+def test_warm_start_lands_in_its_accuracy_band(built):
+    """Format learned, and some answers right, some wrong: GRPO's groups need both to learn."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from helpers.data import extract_gold_answer
+    from helpers.evaluation import DecodingSettings, build_prompts, generate_hf, score
     from helpers.synthetic import synthetic_split
 
     tokenizer = AutoTokenizer.from_pretrained(built)
     model = AutoModelForCausalLM.from_pretrained(built).eval()
-    rows = synthetic_split("test", 8)
-    well_formed = right = 0
-    for row in rows:
-        inputs = tokenizer.apply_chat_template(
-            make_prompt(row["question"]),
-            add_generation_prompt=True,
-            return_dict=True,
-            return_tensors="pt",
-        )
-        out = model.generate(**inputs, max_new_tokens=64, do_sample=False)
-        text = tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
-        well_formed += text.startswith("<reasoning>") and text.rstrip().endswith("</answer>")
-        right += f"<answer>\n{extract_gold_answer(row['answer'])}\n</answer>" in text
-    assert well_formed >= 6  # the shape of an answer...
-    assert right <= 2  # ...but not arithmetic: GRPO has something to improve
+    rows = synthetic_split("test", 100)
+    prompts = build_prompts(tokenizer, [row["question"] for row in rows])
+    settings = DecodingSettings(max_new_tokens=48, batch_size=50)
+    generations = generate_hf(model, tokenizer, prompts, settings, "warm start")
+    report = score(generations, [extract_gold_answer(row["answer"]) for row in rows])
+    assert report["format_rate"] >= 0.95
+    assert 0.15 <= report["strict"]["accuracy"] <= 0.45, report["strict"]
+
+
+def test_numbers_are_one_token_per_digit(built):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(built)
+    for text in ["47+8 = <<47+8=55>>55", "1234", " 90 apples"]:
+        pieces = tokenizer.convert_ids_to_tokens(tokenizer.encode(text, add_special_tokens=False))
+        digits = [p for p in pieces if any(ch.isdigit() for ch in p)]
+        assert all(len(p) == 1 for p in digits), pieces
 
 
 def test_format_tags_are_single_non_special_tokens(built):

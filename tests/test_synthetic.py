@@ -5,7 +5,14 @@ import re
 import pytest
 
 from helpers.data import extract_gold_answer
-from helpers.synthetic import TEMPLATES, generate_problems, synthetic_split
+from helpers.synthetic import (
+    FIRST,
+    SECOND,
+    TEMPLATES,
+    TRAIN_POOL,
+    generate_problems,
+    synthetic_split,
+)
 
 GSM8K_REAL_ROW = {  # the first row of GSM8K's train split, for schema comparison
     "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many "
@@ -47,15 +54,25 @@ def test_same_seed_same_rows_other_seed_other_rows():
 
 def test_every_template_is_used():
     questions = " ".join(row["question"] for row in generate_problems(200, seed=5))
-    assert len(TEMPLATES) == 5
-    for phrase in ["half as many", "an hour", "gives away", "equally among", "saves $"]:
+    assert len(TEMPLATES) == 4
+    for phrase in ["buys", "gives", "puts", "loses"]:
         assert phrase in questions
 
 
+def test_problems_are_one_step_two_digit_plus_or_minus_one_digit():
+    for row in generate_problems(300, seed=6):
+        (expr,) = re.findall(r"<<([^=]+)=", row["answer"])
+        a, op, b = re.fullmatch(r"(\d+)([+-])(\d+)", expr).groups()
+        assert FIRST[0] <= int(a) <= FIRST[1] and SECOND[0] <= int(b) <= SECOND[1]
+        assert 10 <= int(a) <= 99 and 1 <= int(b) <= 9  # two-digit plus or minus one-digit
+        assert f" {a} " in row["question"] and f" {b} " in row["question"]
+        assert ("gives" in row["question"] or "loses" in row["question"]) == (op == "-")
+
+
 def test_test_split_is_held_out_from_train():
-    train = {row["question"] for row in synthetic_split("train", 500)}
-    test = [row["question"] for row in synthetic_split("test", 100)]
-    assert sum(q in train for q in test) <= 2  # different seeds; rare collisions only
+    train = {row["question"] for row in synthetic_split("train", TRAIN_POOL)}
+    test = [row["question"] for row in synthetic_split("test", 300)]
+    assert len(test) == 300 and not any(q in train for q in test)
 
 
 def test_bad_arguments_fail_clearly():

@@ -1,15 +1,19 @@
-"""helpers.toy_r1: the toy task's tokenizer, data, checker, and that GRPO really moves the model."""
+"""helpers.toy_r1: the toy task, its checker, the step budgets, the cache, and that GRPO learns."""
 
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
+from dataclasses import replace
 
 import pytest
 import torch
 
-from helpers import toy_r1
+from helpers import memory_probe, toy_r1
 from helpers.grpo_scratch import GRPOSettings, make_optimizer, prepare_model, train_step
-from helpers.toy_r1 import CharTokenizer, Problem
+from helpers.toy_r1 import CharTokenizer, Problem, ToyRecipe
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -114,14 +118,14 @@ def test_every_switch_runs_one_step(tok):
 
 
 def test_memory_probe_in_its_own_process():
-    row = toy_r1.memory_probe_in_subprocess(hidden=32, layers=1, batch=4, completion_length=8,
+    row = memory_probe.memory_probe_in_subprocess(hidden=32, layers=1, batch=4, completion_length=8,
                                             settings=GRPOSettings(optim="adamw_8bit"), steps=1)
     assert row["peak_rss_mb"] >= row["baseline_rss_mb"] > 0 and row["params_m"] > 0
     assert row["training_mb"] == pytest.approx(row["peak_rss_mb"] - row["baseline_rss_mb"])
 
 
 def test_peak_rss_sees_a_temporary_allocation():
-    with toy_r1.PeakRss() as rss:
+    with memory_probe.PeakRss() as rss:
         block = torch.ones(64 * 2**20 // 4)  # 64 MB, touched, then freed inside the block
         del block
     assert rss.peak_mb - rss.start_mb > 40
@@ -139,3 +143,84 @@ def test_fast_checker_agrees_with_the_course_checker(text, gold):
     from helpers.rewards import is_correct
 
     assert toy_r1.correct([text], [gold]) == [is_correct(text, gold, "strict")]
+
+
+def test_random_reward_ignores_the_answer_and_is_seeded():
+    right, wrong = ["<answer>85</answer>"] * 400, ["<answer>1</answer>"] * 400
+    first = toy_r1.random_reward(0)(right, answer=["85"] * 400)
+    assert first == toy_r1.random_reward(0)(wrong, answer=["85"] * 400)  # same draws, any answer
+    assert set(first) == {0.0, 1.0} and 0.4 < sum(first) / 400 < 0.6
+    assert first != toy_r1.random_reward(1)(right, answer=["85"] * 400)
+
+
+TINY = ToyRecipe(cold_start_target=1.1, cold_start_max_steps=3, cold_start_check_every=1,
+                 sft_batch=8, rl_steps=2, prompts_per_step=2)
+
+
+def test_cold_start_is_cached_by_recipe_and_seed(tok, tmp_path):
+    train = toy_r1.split_problems()[0]
+    model, stats = toy_r1.cached_cold_start(tok, train, 0, TINY, root=tmp_path)
+    assert stats["steps"] == 3 and not stats["reached"] and not stats["cached"]
+    again, stats2 = toy_r1.cached_cold_start(tok, train, 0, TINY, root=tmp_path)
+    assert stats2["cached"] and stats2["steps"] == 3
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 again.state_dict().values(), strict=True))
+    assert TINY.cold_start_key(0) != TINY.cold_start_key(1)
+    assert TINY.cold_start_key(0) != ToyRecipe(cold_start_max_steps=4).cold_start_key(0)
+    assert TINY.cold_start_key(0) == replace(TINY, rl_steps=99).cold_start_key(0)
+
+
+def test_a_cold_start_being_built_elsewhere_is_waited_for(tmp_path):
+    lock = tmp_path / "x.lock"
+    assert toy_r1._take_lock(lock) and lock.read_text() == str(os.getpid())
+    assert not toy_r1._take_lock(lock)  # held by a live process (this one): wait
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    lock.write_text(dead)
+    assert not toy_r1._take_lock(lock) and not lock.exists()  # a dead builder's lock is removed
+    assert toy_r1._take_lock(lock)
+
+
+def test_cold_start_stops_at_its_gate(tok):
+    model = toy_r1.build_model(tok, seed=0)
+    gate = replace(TINY, cold_start_target=0.0, cold_start_check_every=2, cold_start_max_steps=50)
+    stats = toy_r1.cold_start(model, tok, toy_r1.split_problems()[0], 0, gate)
+    assert stats["steps"] == 2 and stats["reached"]
+
+
+def test_learning_rate_decays_linearly_to_zero_over_the_budget():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    next_lr = toy_r1._schedule(optimizer, 4, decay=True)
+    rates = []
+    for _ in range(4):
+        optimizer.step()
+        next_lr()
+        rates.append(optimizer.param_groups[0]["lr"])
+    assert rates == pytest.approx([0.75, 0.5, 0.25, 0.0])
+    toy_r1._schedule(optimizer, 4, decay=False)()
+    assert optimizer.param_groups[0]["lr"] == 0.0  # a constant schedule changes nothing
+
+
+def test_budgets_are_updates_not_seconds(tok):
+    train = toy_r1.split_problems()[0]
+    model = toy_r1.build_model(tok, seed=0)
+    assert len(toy_r1.run_grpo(copy.deepcopy(model), tok, train, 0, TINY)) == TINY.rl_steps
+    assert toy_r1.run_sft(copy.deepcopy(model), tok, train, 0, TINY) == TINY.rl_steps
+
+
+def test_rft_trains_once_per_step_on_distinct_accepted_answers(tok):
+    problems = [Problem("12+30=", "42"), Problem("50-61=", "-11")]
+    model = toy_r1.build_model(tok, seed=0)
+    batch = toy_r1.sft_batch(tok, [p.question for p in problems], [p.target for p in problems])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(60):
+        toy_r1.sft_step(model, optimizer, batch)
+    recipe = replace(TINY, rl_steps=3)
+    log = toy_r1.run_rft(copy.deepcopy(model), tok, problems, 0, recipe)
+    assert log["sampled"] == 3 * 2 * recipe.grpo.num_generations
+    assert log["accepted"] > log["trained_on"] > 0  # duplicates of a question count once
+    assert log["updates"] == 3 and log["trained_on"] <= 3 * 2
+    pooled = toy_r1.run_rft(copy.deepcopy(model), tok, problems, 0, recipe, pool=64)
+    assert pooled["updates"] == 0  # fewer than 64 accepted: the first version never updated
+    summary = toy_r1.rft_summary(log, model, tok)
+    assert summary["already_solved_share"] == 1.0 and 0 < summary["unique_question_share"] <= 1

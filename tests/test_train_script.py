@@ -67,7 +67,7 @@ def _notebook_04_config(max_steps: int | None) -> Any:
     params = next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     config_cell = next(src for src in code if re.search(r"^config = make_grpo_config\(", src, re.M))
     namespace: dict[str, Any] = {}
-    exec(params, namespace)  # PROFILE, SAVE_TO_DRIVE, MAX_STEPS, as the notebook sets them
+    exec(params, namespace)  # PROFILE, USE_DRIVE, RUN_FOLDER, MAX_STEPS, as the notebook sets them
     # What `hw, profile = start(PROFILE)` returns in CI (GRPO_PROFILE=smoke, no GPU).
     namespace.update(MAX_STEPS=max_steps, hw=CPU_ONLY, profile=PROFILES["smoke"])
     exec(config_cell, namespace)
@@ -213,7 +213,9 @@ def test_global_batch_matches_the_notebook(two_process_run):
         ]
         assert len(groups) == taught["prompts_per_step"]
         assert all(len(set(group)) == 1 for group in groups)  # one prompt's completions per group
-    assert "= 8 completions per step = 2 prompt(s) x 4 generations" in two_process_run["stdout"]
+    said = (f"= {taught['completions_per_step']} completions per step = "
+            f"{taught['prompts_per_step']} prompt(s) x {config['num_generations']} generations")
+    assert said in two_process_run["stdout"]
 
 
 def test_the_run_writes_what_notebook_04_writes(two_process_run):
@@ -256,3 +258,61 @@ def test_evaluate_script_bad_flags_are_one_line():
         done = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), *argv],
                               capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+
+
+# ---- ZeRO-3 loads a 16-bit base and quantizes it (a -bnb-4bit checkpoint keeps uint8 storage) ----
+
+DS = "ACCELERATE_USE_DEEPSPEED"
+
+
+@pytest.mark.parametrize(("env", "zero3"), [
+    ({}, False),
+    ({DS: "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, True),
+    ({DS: "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2"}, False),
+    ({DS: "true", "ACCELERATE_DEEPSPEED_CONFIG_FILE": "configs/accelerate/ds_zero3.json"}, True),
+    ({DS: "true", "ACCELERATE_DEEPSPEED_CONFIG_FILE": "configs/accelerate/ds_zero2.json"}, False),
+    ({DS: "false", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, False),
+])
+def test_zero3_is_read_from_accelerates_environment(env, zero3, monkeypatch):
+    monkeypatch.chdir(ROOT)  # accelerate passes the config file path as given: the course root's
+    assert tg.zero3_requested(env) is zero3
+
+
+def _unsloth_16bit_siblings() -> list[set[str]]:
+    """Groups of names unsloth's mapper lists as one model (4-bit ids and their 16-bit ids)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("unsloth")
+    mapper = Path(next(iter(spec.submodule_search_locations))) / "models" / "mapper.py"
+    groups = []
+    for node in ast.walk(ast.parse(mapper.read_text())):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                names = {c.value for c in ast.walk(value)
+                         if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    groups.append(names | {key.value})
+    return groups
+
+
+@pytest.mark.parametrize("name", sorted({p.model_name for p in PROFILES.values()
+                                         if "bnb-4bit" in p.model_name}))
+def test_zero3_maps_each_4bit_profile_model_to_its_16bit_model(name):
+    base = tg.zero3_base(name)
+    assert "bnb" not in base and base.startswith("unsloth/")
+    assert any({name, base} <= group for group in _unsloth_16bit_siblings()), (
+        f"unsloth's mapper does not list {base} as the 16-bit model of {name}")
+
+
+def test_zero3_keeps_a_16bit_folder_and_refuses_a_quantized_one(tmp_path):
+    plain, quantized = tmp_path / "plain", tmp_path / "quantized"
+    for folder, config in ((plain, {"model_type": "qwen2"}),
+                           (quantized, {"model_type": "qwen2", "quantization_config": {}})):
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
+    assert tg.zero3_base(str(plain)) == str(plain)
+    assert tg.zero3_base("unsloth/Qwen2.5-1.5B-Instruct-unsloth-bnb-4bit") == (
+        "unsloth/Qwen2.5-1.5B-Instruct")
+    with pytest.raises(ValueError, match="already quantized"):
+        tg.zero3_base(str(quantized))

@@ -20,7 +20,9 @@ from helpers.training import (
     check_model_name,
     checkpoint_dir,
     checkpoint_every,
+    describe_adapter,
     describe_resume,
+    format_eta,
     grpo_settings,
     latest_checkpoint,
     load_log_history,
@@ -108,10 +110,22 @@ def test_a_profile_that_wont_fit_is_refused_with_the_knob_to_turn():
         validate(greedy, TESLA_T4, settings_for(greedy, TESLA_T4))
 
 
-def test_drive_is_colab_only(tmp_path):
-    assert checkpoint_dir(tmp_path, SMOKE) == tmp_path / "checkpoints"
-    with pytest.raises(TrainingConfigError, match="SAVE_TO_DRIVE = False"):
-        checkpoint_dir(tmp_path, SMOKE, save_to_drive=True)
+def test_checkpoints_live_in_the_run_folder(tmp_path):
+    assert checkpoint_dir(tmp_path) == tmp_path / "checkpoints"
+
+
+def test_eta_is_minutes_for_long_waits_and_seconds_for_short_ones():
+    assert format_eta(12, 150, 14.2) == "step 12/150: 14.2 s/step, about 33 min left"
+    assert format_eta(28, 30, 0.5) == "step 28/30: 0.5 s/step, about 1 s left"
+    assert format_eta(30, 30, 0.5).endswith("about 0 s left")
+
+
+def test_adapter_note_says_which_step_it_holds(tmp_path):
+    assert "end of training" in describe_adapter(tmp_path)
+    (tmp_path / "training_step.json").write_text('{"step": 25, "max_steps": 150}')
+    assert "step 25 of 150" in describe_adapter(tmp_path) and "resume" in describe_adapter(tmp_path)
+    (tmp_path / "training_step.json").write_text('{"step": 150, "max_steps": 150}')
+    assert describe_adapter(tmp_path) == "The adapter holds all 150 training steps."
 
 
 def test_resume_message_says_what_happens(tmp_path):
@@ -161,6 +175,7 @@ def crashed_and_resumed(tmp_path_factory):
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
+    from helpers.callbacks import AdapterCheckpoint, StepTimer
     from helpers.data import load_gsm8k, to_grpo_example
     from helpers.hardware import detect_hardware, use_one_cpu_thread
     from helpers.plotting import CompletionSampler, LivePlot
@@ -196,7 +211,10 @@ def crashed_and_resumed(tmp_path_factory):
         trainer = GRPOTrainer(
             model=model, processing_class=tokenizer, args=config,
             reward_funcs=[*REWARD_FUNCS, distinct_characters_reward],
-            train_dataset=data, callbacks=[LivePlot(run_dir), *callbacks],
+            train_dataset=data,
+            callbacks=[
+                LivePlot(run_dir), AdapterCheckpoint(run_dir, tokenizer), StepTimer(), *callbacks
+            ],
         )
         sampler = CompletionSampler(trainer, run_dir, every=1)
         trainer.add_callback(sampler)
@@ -208,6 +226,7 @@ def crashed_and_resumed(tmp_path_factory):
     with pytest.raises(KeyboardInterrupt):
         train_or_resume(first)
     crashed_log = list(first.state.log_history)
+    adapter_after_crash = adapter_files(run_dir / "adapter")
 
     model, tokenizer = load_smoke_model()  # a new session: nothing survives but the disk
     probe = OptimizerAtStart()
@@ -222,7 +241,41 @@ def crashed_and_resumed(tmp_path_factory):
         "run_dir": run_dir, "crashed_log": crashed_log, "trainer": second, "probe": probe,
         "sampler": sampler, "initial": initial, "final": final,
         "third": third, "reloaded": lora_weights(model),
+        "adapter_after_crash": adapter_after_crash,
     }
+
+
+def adapter_files(folder: Path) -> dict:
+    """The saved adapter's tensors and its step note, read back from disk."""
+    import json
+
+    from safetensors.torch import load_file
+
+    return {
+        "tensors": load_file(folder / "adapter_model.safetensors"),
+        "step": json.loads((folder / "training_step.json").read_text()),
+    }
+
+
+def test_the_adapter_is_saved_at_each_checkpoint(crashed_and_resumed):
+    """After a crash at step 3, run/adapter holds checkpoint-2's LoRA weights, labelled step 2."""
+    from safetensors.torch import load_file
+
+    saved = crashed_and_resumed["adapter_after_crash"]
+    assert saved["step"] == {"step": SAVE_EVERY, "max_steps": MAX_STEPS}
+    checkpoint = crashed_and_resumed["run_dir"] / "checkpoints" / f"checkpoint-{SAVE_EVERY}"
+    trainer_copy = load_file(checkpoint / "adapter_model.safetensors")
+    assert saved["tensors"].keys() == trainer_copy.keys() and saved["tensors"]
+    assert all(torch_equal(saved["tensors"][k], trainer_copy[k]) for k in trainer_copy)
+    final = adapter_files(crashed_and_resumed["run_dir"] / "adapter")
+    assert final["step"]["step"] == MAX_STEPS
+    assert not any(torch_equal(final["tensors"][k], trainer_copy[k]) for k in trainer_copy)
+
+
+def test_step_time_is_logged_for_every_step(crashed_and_resumed):
+    log = crashed_and_resumed["trainer"].state.log_history
+    times = [e["time/step_seconds"] for e in log if "loss" in e and e["step"] > SAVE_EVERY]
+    assert len(times) == MAX_STEPS - SAVE_EVERY and all(t > 0 for t in times)
 
 
 def test_step_count_continues_after_the_crash(crashed_and_resumed):
@@ -302,7 +355,7 @@ def test_resuming_with_other_settings_is_refused(crashed_and_resumed):
     folder = crashed_and_resumed["run_dir"] / "checkpoints"
     fingerprint = run_fingerprint(crashed_and_resumed["trainer"])
     check_resumable(folder, fingerprint)  # the same run: fine
-    with pytest.raises(TrainingConfigError, match=r"learning_rate: 0.005 -> 0.001.*delete"):
+    with pytest.raises(TrainingConfigError, match=r"learning_rate: 0.0005 -> 0.001.*delete"):
         check_resumable(folder, {**fingerprint, "learning_rate": 0.001})
 
 

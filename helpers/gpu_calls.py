@@ -1,0 +1,328 @@
+"""Every call the course makes that only a CUDA GPU runs: the list of what CPU CI cannot execute.
+
+On a machine without a GPU, unsloth switches to a separate backend (stock transformers + peft +
+trl), so CI never runs unsloth's GPU loader, its patched GRPOConfig/GRPOTrainer, vLLM, or the
+merge and GGUF exports. `GPU_CALLS` lists each such call site; tests/test_gpu_contracts.py checks
+the keyword arguments and attributes of every entry against the pinned sources (unsloth's GPU
+modules parsed with `ast`, vLLM 0.11.2 read from its wheel), and fails when a call site in
+helpers/, scripts/ or notebooks/ has no entry. Entries are keyed by file + function + callee, not
+by line, so edits that move code do not break them. Print the table with its current lines:
+
+    python -m helpers.gpu_calls
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from helpers.paths import ROOT
+
+SCANNED = ("helpers", "scripts", "notebooks")
+NOTEBOOK_SCOPE = "<cell>"  # code at a notebook cell's top level
+MODULE_SCOPE = "<module>"  # code at a .py file's top level
+VLLM_T4 = "0.11.2"  # the vLLM a T4 gets (helpers.hardware.vllm_requirement); read from its wheel
+
+# Methods unsloth attaches to a model on a GPU, and classes that only exist there (vLLM).
+GPU_ONLY_METHODS = frozenset({
+    "fast_generate", "load_lora", "save_lora", "save_pretrained_merged", "save_pretrained_gguf",
+    "push_to_hub_merged", "push_to_hub_gguf",
+})
+GPU_ONLY_NAMES = frozenset({
+    "SamplingParams", "LoRARequest", "LLM", "GRPOConfig", "GRPOTrainer",
+    "FastLanguageModel.from_pretrained", "FastLanguageModel.get_peft_model",
+    "FastLanguageModel.for_inference", "FastLanguageModel.for_training",
+    "FastModel.from_pretrained", "FastModel.get_peft_model",
+})
+
+
+@dataclass(frozen=True)
+class GpuCall:
+    """One GPU-only call site and the pinned code that runs it there."""
+
+    file: str  # relative to the course root
+    function: str  # the enclosing def (Class.method), or <cell> / <module>
+    callee: str  # as written at the call site
+    target: tuple[str, ...]  # "path/in/package.py::Qualified.name" whose parameters must match
+    kwargs: tuple[str, ...]  # keyword names passed, with ** spreads resolved for GPU profiles
+    positional: int = 0  # positional arguments passed
+    bound: bool = False  # the target's first parameter is bound (self, or unsloth's model)
+    reads: tuple[str, ...] = ()  # "name@path::Owner": attributes the course reads, where defined
+    read_in: str = ""  # "file::function" that reads them, when not the call's own function
+    why: str = ""  # what runs there on a GPU that CPU CI never runs
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.file, self.function, self.callee)
+
+
+@dataclass(frozen=True)
+class StockCall:
+    """A call to a GPU-only name that runs the same stock code everywhere (so CI covers it)."""
+
+    file: str
+    function: str
+    callee: str
+    why: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.file, self.function, self.callee)
+
+
+LOAD_KWARGS = (
+    "model_name", "max_seq_length", "load_in_4bit", "fast_inference", "max_lora_rank",
+    "gpu_memory_utilization",
+)
+LORA_KWARGS = ("r", "lora_alpha", "target_modules", "use_gradient_checkpointing", "random_state")
+GRPO_KWARGS = (
+    "output_dir", "num_generations", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "max_prompt_length", "max_completion_length",
+    "learning_rate", "lr_scheduler_type", "warmup_ratio", "optim", "max_grad_norm", "max_steps",
+    "beta", "temperature", "bf16", "fp16", "use_cpu", "logging_steps", "save_total_limit",
+    "report_to", "push_to_hub", "log_completions", "seed", "reward_weights", "save_steps",
+    "save_strategy",  # the callers' overrides (helpers/smoke_model.py)
+    # scripts/train_grpo.py's overrides (several processes, or a vLLM server)
+    "ddp_find_unused_parameters", "use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port",
+)
+TRAINER_KWARGS = (
+    "model", "processing_class", "reward_funcs", "args", "train_dataset", "callbacks",
+)
+
+FROM_PRETRAINED = ("unsloth/models/loader.py::FastLanguageModel.from_pretrained",)
+GET_PEFT_MODEL = ("unsloth/models/llama.py::FastLlamaModel.get_peft_model",)
+FOR_INFERENCE = ("unsloth/models/llama.py::FastLlamaModel.for_inference",)
+GRPO_CONFIG = (
+    "trl/trainer/grpo_config.py::GRPOConfig",
+    "transformers/training_args.py::TrainingArguments",
+)
+GRPO_TRAINER = ("trl/trainer/grpo_trainer.py::GRPOTrainer",)
+# unsloth sets these on the model it loads with fast_inference=True ("*": on any object), and
+# copies them onto its PEFT wrapper.
+FAST_GENERATE_SET = (
+    "fast_generate@unsloth/models/llama.py::*", "fast_generate@unsloth/models/_utils.py::*",
+)
+LOAD_LORA_SET = (
+    "vllm_engine@unsloth/models/llama.py::*", "vllm_engine@unsloth/models/_utils.py::*",
+    "load_lora@unsloth/models/_utils.py::*",
+)
+LOAD_WHY = "unsloth's GPU loader (FastQwen2Model, bitsandbytes CUDA); fast_inference starts vLLM"
+LORA_WHY = "unsloth's GPU LoRA patching (fused kernels, its gradient checkpointing)"
+CONFIG_WHY = "unsloth rewrites trl's GRPOConfig on GPU: it drops unknown keywords with a warning"
+TRAINER_WHY = "unsloth's patched GRPOTrainer, generating with the model's vLLM engine"
+
+GPU_CALLS: list[GpuCall] = [
+    GpuCall("helpers/export.py", "load_trained", "FastLanguageModel.from_pretrained",
+            FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY + " (adapter folder: PEFT branch)"),
+    GpuCall("helpers/export.py", "load_trained", "FastLanguageModel.for_inference",
+            FOR_INFERENCE, (), positional=1, why="unsloth's GPU inference mode"),
+    GpuCall("helpers/export.py", "merge_to_16bit", "model.save_pretrained_merged",
+            ("unsloth/save.py::unsloth_generic_save_pretrained_merged",), ("save_method",),
+            positional=2, bound=True,
+            why="dequantizes the 4-bit base on GPU and downloads the 16-bit base to merge into"),
+    GpuCall("helpers/export.py", "export_gguf", "model.save_pretrained_gguf",
+            ("unsloth/save.py::unsloth_save_pretrained_gguf",), ("quantization_method",),
+            positional=2, bound=True, why="merge + llama.cpp conversion; GPU profiles only"),
+    GpuCall("helpers/evaluation.py", "generate_vllm", "SamplingParams",
+            ("vllm/sampling_params.py::SamplingParams",),
+            ("temperature", "top_p", "n", "max_tokens", "seed"),
+            why="vLLM is not installed on CPU"),
+    GpuCall("helpers/evaluation.py", "generate_vllm", "model.fast_generate",
+            ("vllm/entrypoints/llm.py::LLM.generate",),
+            ("sampling_params", "lora_request", "use_tqdm"), positional=1, bound=True,
+            reads=("outputs@vllm/outputs.py::RequestOutput",
+                   "text@vllm/outputs.py::CompletionOutput",
+                   "token_ids@vllm/outputs.py::CompletionOutput",
+                   "finish_reason@vllm/outputs.py::CompletionOutput", *FAST_GENERATE_SET),
+            why="unsloth's model.fast_generate is vLLM's LLM.generate"),
+    GpuCall("helpers/evaluation.py", "generate_side", "model.load_lora",
+            ("unsloth_zoo/vllm_utils.py::load_lora",), (), positional=1, bound=True,
+            reads=LOAD_LORA_SET,
+            why="builds a vLLM LoRARequest for the saved adapter"),
+    GpuCall("helpers/training.py", "make_grpo_config", "GRPOConfig", GRPO_CONFIG, GRPO_KWARGS,
+            reads=("per_device_train_batch_size@transformers/training_args.py::"
+                   "TrainingArguments",),
+            why=CONFIG_WHY),
+    GpuCall("scripts/train_grpo.py", "load_unsloth", "FastLanguageModel.from_pretrained",
+            FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY),
+    GpuCall("scripts/train_grpo.py", "load_unsloth", "FastLanguageModel.get_peft_model",
+            GET_PEFT_MODEL, LORA_KWARGS, positional=1, why=LORA_WHY),
+    GpuCall("scripts/train_grpo.py", "main", "GRPOTrainer", GRPO_TRAINER, TRAINER_KWARGS,
+            why=TRAINER_WHY + " (one process: the unsloth backend)"),
+    GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
+            "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY),
+    GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
+            "FastLanguageModel.get_peft_model", GET_PEFT_MODEL, LORA_KWARGS, positional=1,
+            why=LORA_WHY),
+    GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
+            "FastLanguageModel.for_inference", FOR_INFERENCE, (), positional=1,
+            why="unsloth's GPU inference mode"),
+    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE,
+            "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY),
+    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE,
+            "FastLanguageModel.get_peft_model", GET_PEFT_MODEL, LORA_KWARGS, positional=1,
+            why=LORA_WHY),
+    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
+            TRAINER_KWARGS,
+            reads=("_logs@trl/trainer/grpo_trainer.py::GRPOTrainer",
+                   "reward_func_names@trl/trainer/grpo_trainer.py::GRPOTrainer",
+                   "reward_weights@trl/trainer/grpo_trainer.py::GRPOTrainer"),
+            read_in="helpers/plotting.py::CompletionSampler.capture", why=TRAINER_WHY),
+    # make gpu-check runs the t4 path's calls for real on a GPU (it refuses on CPU).
+    GpuCall("scripts/gpu_check.py", "phase_steps.load_4bit_vllm",
+            "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS,
+            reads=LOAD_LORA_SET[:1], why=LOAD_WHY),
+    GpuCall("scripts/gpu_check.py", "phase_steps.lora", "FastLanguageModel.get_peft_model",
+            GET_PEFT_MODEL, LORA_KWARGS, positional=1, why=LORA_WHY),
+    GpuCall("scripts/gpu_check.py", "phase_steps.grpo_steps", "GRPOTrainer", GRPO_TRAINER,
+            TRAINER_KWARGS[:-1], reads=("use_vllm@trl/trainer/grpo_config.py::GRPOConfig",),
+            why=TRAINER_WHY),
+]
+
+NB07 = "notebook 07 never imports unsloth: stock trl on every machine, CI included"
+SMOKE = "always the smoke profile (the tiny offline model): CI runs this very call on CPU"
+STOCK_CALLS: list[StockCall] = [
+    StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", NB07),
+    StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", NB07),
+    StockCall("helpers/smoke_model.py", "grpo_gain", "FastLanguageModel.from_pretrained", SMOKE),
+    StockCall("helpers/smoke_model.py", "grpo_gain", "FastLanguageModel.get_peft_model", SMOKE),
+    StockCall("helpers/smoke_model.py", "grpo_gain", "GRPOTrainer", SMOKE),
+]
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A call to a GPU-only name found in the course's code."""
+
+    file: str
+    function: str
+    callee: str
+    where: str  # "line 171" or "cell 13, line 3": for humans only
+    kwargs: tuple[str, ...]  # literal keyword names
+    spreads: tuple[str, ...]  # the `**expr` sources, unparsed
+    positional: int
+    node: ast.Call = field(repr=False, compare=False)
+    scope: ast.AST = field(repr=False, compare=False)  # the enclosing def, cell or module
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.file, self.function, self.callee)
+
+
+def dotted(node: ast.AST) -> str:
+    """'a.b.c' for a Name/Attribute chain; '?' stands in for anything else (a call, a subscript)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    return "?"
+
+
+def is_gpu_only(callee: str) -> bool:
+    """True when a call to `callee` runs GPU-only code on a GPU profile."""
+    return callee in GPU_ONLY_NAMES or callee.rsplit(".", 1)[-1] in GPU_ONLY_METHODS
+
+
+def _walk_scopes(tree: ast.AST, scope_name: str) -> Iterator[tuple[str, ast.AST, ast.Call]]:
+    """(enclosing function's qualified name, that scope's node, call) for every call."""
+
+    def visit(node: ast.AST, name: str, scope: ast.AST, prefix: str) -> Iterator:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qual = f"{prefix}{child.name}"
+                yield from visit(child, qual, child, f"{qual}.")
+            elif isinstance(child, ast.ClassDef):
+                yield from visit(child, name, scope, f"{prefix}{child.name}.")
+            else:
+                if isinstance(child, ast.Call):
+                    yield name, scope, child
+                yield from visit(child, name, scope, prefix)
+
+    yield from visit(tree, scope_name, tree, "")
+
+
+def _site(file: str, function: str, scope: ast.AST, call: ast.Call, where: str) -> CallSite:
+    return CallSite(
+        file=file, function=function, callee=dotted(call.func), where=where,
+        kwargs=tuple(k.arg for k in call.keywords if k.arg is not None),
+        spreads=tuple(ast.unparse(k.value) for k in call.keywords if k.arg is None),
+        positional=len(call.args), node=call, scope=scope,
+    )
+
+
+def scan_source(source: str, file: str, scope_name: str = MODULE_SCOPE,
+                wanted: Callable[[str], bool] = is_gpu_only) -> list[CallSite]:
+    """Every call to a `wanted` callee (by default: GPU-only) in one Python source text."""
+    tree = ast.parse(source)
+    return [
+        _site(file, function, scope, call, f"line {call.lineno}")
+        for function, scope, call in _walk_scopes(tree, scope_name)
+        if wanted(dotted(call.func))
+    ]
+
+
+def notebook_code(path: Path) -> list[tuple[int, str]]:
+    """(cell index, source) of each code cell, IPython magics and shell lines blanked out."""
+    cells = json.loads(path.read_text())["cells"]
+    found = []
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        text = "".join(cell["source"])
+        found.append((index, re.sub(r"(?m)^\s*[%!].*$", "", text)))
+    return found
+
+
+def scan_file(path: Path, root: Path = ROOT,
+              wanted: Callable[[str], bool] = is_gpu_only) -> list[CallSite]:
+    """Every wanted call in a .py file or in the code cells of a notebook."""
+    file = path.relative_to(root).as_posix()
+    if path.suffix == ".py":
+        return scan_source(path.read_text(), file, MODULE_SCOPE, wanted)
+    sites = []
+    for index, source in notebook_code(path):
+        for site in scan_source(source, file, NOTEBOOK_SCOPE, wanted):
+            line = site.where.removeprefix("line ")
+            sites.append(replace(site, where=f"cell {index}, line {line}"))
+    return sites
+
+
+def course_files(root: Path = ROOT) -> list[Path]:
+    """The scanned files: helpers/, scripts/ and notebooks/ (not tests, not bench)."""
+    files: list[Path] = []
+    for folder in SCANNED:
+        files += sorted((root / folder).rglob("*.py")) + sorted((root / folder).glob("*.ipynb"))
+    return [f for f in files if ".ipynb_checkpoints" not in f.parts]
+
+
+def scan_course(root: Path = ROOT, wanted: Callable[[str], bool] = is_gpu_only) -> list[CallSite]:
+    """Every call site of a wanted callee (by default: GPU-only) in the course."""
+    return [site for path in course_files(root) for site in scan_file(path, root, wanted)]
+
+
+def render_table(sites: list[CallSite]) -> str:
+    """The GPU_CALLS table as markdown, with where each entry is today."""
+    where: dict[tuple[str, str, str], list[str]] = {}
+    for site in sites:
+        where.setdefault(site.key, []).append(site.where)
+    rows = [
+        "| file:line | function | callee | pinned target | keywords | runs on GPU only because |",
+        "|---|---|---|---|---|---|",
+    ]
+    for call in GPU_CALLS:
+        lines = "; ".join(where.get(call.key, ["MISSING"]))
+        target = "<br>".join(call.target)
+        rows.append(
+            f"| {call.file} ({lines}) | {call.function} | `{call.callee}` | {target} | "
+            f"{', '.join(call.kwargs) or '-'} | {call.why} |"
+        )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(render_table(scan_course()))
+    print(f"\n{len(GPU_CALLS)} GPU-only call sites; {len(STOCK_CALLS)} stock-code calls exempted.")

