@@ -11,6 +11,8 @@ learns, this test passes, the mark turns that into a failure, and the mark must 
 
 from unsloth import FastLanguageModel  # noqa: F401  (first: unsloth patches trl on import)
 
+import os
+
 import pytest
 
 from helpers.smoke_model import grpo_gain
@@ -18,9 +20,17 @@ from helpers.smoke_model import grpo_gain
 # Strict accuracy points on 200 held-out problems. Provisional: set it from the spread over seeds
 # (`python bench/smoke_model.py --seeds 5`) once a recipe learns; notebook 05 aims at +10.
 MIN_GAIN_POINTS = 5.0
-pytestmark = pytest.mark.xfail(
-    strict=True, reason="issue 12: GRPO does not yet raise the smoke model's held-out accuracy"
-)
+# While the recipe is known not to learn, the run (about 70 s) is opt-in, so CI does not pay for a
+# known failure: GRPO_LEARNING_TEST=1 runs it. Drop both marks once it passes.
+pytestmark = [
+    pytest.mark.skipif(
+        not os.environ.get("GRPO_LEARNING_TEST"),
+        reason="issue 12: known not to learn yet; set GRPO_LEARNING_TEST=1 to run it (~70 s)",
+    ),
+    pytest.mark.xfail(
+        strict=True, reason="issue 12: GRPO does not yet raise the smoke model's held-out accuracy"
+    ),
+]
 
 
 @pytest.fixture(scope="module")
