@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from helpers.data import make_prompt
+from helpers.hardware import Hardware, choose_precision, detect_hardware
 from helpers.paths import ROOT
 
 if TYPE_CHECKING:
-    from helpers.hardware import Hardware
     from helpers.profiles import Profile
 
 HUB_TOKEN_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -105,8 +105,7 @@ def billions_of_parameters(profile: Profile) -> float:
     from helpers.memory import architecture
 
     arch = architecture(profile.model_name)
-    embeddings = arch.vocab_size * arch.hidden_size * (1 if arch.tied_embeddings else 2)
-    return (arch.linear_params() + embeddings) / 1e9
+    return (arch.linear_params() + arch.embedding_params()) / 1e9
 
 
 def gguf_skip_reason(profile: Profile, hw: Hardware) -> str | None:
@@ -201,9 +200,9 @@ def export_gguf(model: Any, tokenizer: Any, out_dir: Path, quantization: str = "
     return model.save_pretrained_gguf(str(out_dir), tokenizer, quantization_method=quantization)
 
 
-def merged_dtype(capability: tuple[int, int] | None) -> str:
-    """How to load a merged model: 'float16' below compute capability 8.0 (a T4), else 'auto'."""
-    return "float16" if capability is not None and capability < (8, 0) else "auto"
+def merged_dtype(hw: Hardware) -> str:
+    """How to load a merged model: 'float16' where training ran in fp16 (a T4), else 'auto'."""
+    return "float16" if choose_precision(hw) == "fp16" else "auto"
 
 
 def hub_token() -> str | None:
@@ -238,12 +237,12 @@ def transformers_generate(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    gpu = torch.cuda.is_available()
+    hw = detect_hardware()
     # A T4 has no bf16: load in fp16 there. device_map="auto" spills to CPU what does not fit.
-    dtype = merged_dtype(torch.cuda.get_device_capability() if gpu else None)
+    dtype = merged_dtype(hw)
     model = AutoModelForCausalLM.from_pretrained(
         model_dir, torch_dtype=dtype if dtype == "auto" else getattr(torch, dtype),
-        device_map="auto" if gpu else None,
+        device_map="auto" if hw.cuda else None,
     )
     answers = []
     for question in questions:

@@ -61,6 +61,10 @@ class Architecture:
         per_layer = h * q + 2 * h * kv + q * h + 3 * h * self.intermediate_size
         return per_layer * self.num_layers
 
+    def embedding_params(self) -> int:
+        """Input embeddings, plus the LM head when it is not tied to them."""
+        return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+
     def lora_params(self, rank: int) -> int:
         """LoRA A and B matrices on all seven projections, rank `rank`."""
         h, i = self.hidden_size, self.intermediate_size
@@ -186,9 +190,9 @@ def architecture(model_name: str) -> Architecture:
 
 def weights_gib(arch: Architecture) -> float:
     """4-bit projections plus 16-bit embeddings, LM head (if untied) and norms."""
-    embeddings = arch.vocab_size * arch.hidden_size * (1 if arch.tied_embeddings else 2)
     norms = (2 * arch.num_layers + 1) * arch.hidden_size
-    return (arch.linear_params() * NF4_BYTES_PER_PARAM + 2 * (embeddings + norms)) / GIB
+    sixteen_bit = arch.embedding_params() + norms
+    return (arch.linear_params() * NF4_BYTES_PER_PARAM + 2 * sixteen_bit) / GIB
 
 
 def optimizer_bytes_per_param(optim: str) -> float:

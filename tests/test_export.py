@@ -172,9 +172,9 @@ def test_gguf_intermediates_are_removed_and_the_quantized_file_kept(tmp_path):
 
 
 def test_a_t4_loads_the_merged_model_in_fp16():
-    assert merged_dtype(TESLA_T4.compute_capability) == "float16"
-    assert merged_dtype(A100_40GB.compute_capability) == "auto"
-    assert merged_dtype(None) == "auto"
+    assert merged_dtype(TESLA_T4) == "float16"
+    assert merged_dtype(A100_40GB) == "auto"
+    assert merged_dtype(CPU_ONLY) == "auto"
 
 
 def test_hub_token_comes_from_the_environment(monkeypatch):
