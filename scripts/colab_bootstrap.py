@@ -29,9 +29,13 @@ def stamp_path(course_dir: Path) -> Path:
 
 
 def stamp_text(course_dir: Path) -> str:
-    """What the stamp records: a hash of the pins, so changed pins install again."""
-    pins = (course_dir / "requirements.txt").read_bytes()
-    return f"requirements.txt sha256 {hashlib.sha256(pins).hexdigest()}\n"
+    """What the stamp records: a hash of every pin file (the GPU install reads locks/), so
+    changed pins install again."""
+    files = [course_dir / "requirements.txt", *sorted((course_dir / "locks").glob("*.txt"))]
+    return "".join(
+        f"{f.relative_to(course_dir)} sha256 {hashlib.sha256(f.read_bytes()).hexdigest()}\n"
+        for f in files
+    )
 
 
 def is_installed(course_dir: Path) -> bool:

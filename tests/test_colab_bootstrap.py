@@ -68,6 +68,16 @@ def test_changed_pins_install_again(course):
     assert colab_bootstrap.ensure_stack(course, run=run) is True
 
 
+def test_a_changed_lock_installs_again(course):
+    run, calls = fake_pip([0, 0])
+    (course / "locks").mkdir()
+    (course / "locks" / "t4.txt").write_text("torch==2.9.0\n")
+    colab_bootstrap.ensure_stack(course, run=run)
+    (course / "locks" / "t4.txt").write_text("torch==2.9.1\n")
+    assert not colab_bootstrap.is_installed(course)
+    assert colab_bootstrap.ensure_stack(course, run=run) is True
+
+
 def test_restart_hint_names_changed_packages_the_session_imported(course, monkeypatch, capsys):
     installed = {"numpy": "2.3.1", "pillow": "11.0.0"}
     monkeypatch.setattr(colab_bootstrap.metadata, "version", lambda dist: installed[dist])
