@@ -4,7 +4,7 @@ STACK := .venv/.stack-installed
 export PYTHONHASHSEED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: course test lint bench sync-notebooks execute-notebooks lock gpu-check clean
+.PHONY: course test lint bench figures sync-notebooks execute-notebooks lock gpu-check clean
 
 $(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py $(wildcard locks/*.txt)
 	python3 scripts/install_stack.py venv
@@ -21,9 +21,15 @@ lint: $(STACK)
 	$(PY) -m ruff check helpers tests scripts bench notebooks
 	$(PY) scripts/sync_notebooks.py --check
 
-## Benchmarks: each prints its figures and writes runs/bench/<name>.json.
+## Benchmarks: each prints its figures and writes runs/bench/<name>.json; then README follows them.
 bench: $(STACK)
 	$(PY) bench/run_all.py
+	$(PY) scripts/figures.py
+
+## Rewrite every <!-- fig:KEY -->VALUE<!-- /fig --> in README and notebook prose from its source
+## (runs/bench/*.json, helpers/profiles.py): see helpers/figures.py. `--check` only compares.
+figures: $(STACK)
+	$(PY) scripts/figures.py
 
 ## On a CUDA GPU (a Colab T4 before a release): run the t4 path's GPU-only calls, timed, and write
 ## runs/gpu-check/<gpu>.json (on a T4 it also fills README's T4 slot). Refuses on a CPU.
@@ -39,8 +45,11 @@ lock: $(STACK)
 	$(PY) scripts/lock_stack.py
 
 ## Re-execute the committed notebooks in place (smoke profile), so stored outputs match the code.
+## Also records each notebook's seconds in runs/bench/course_times.json, then fills the headers.
 execute-notebooks: $(STACK)
 	GRPO_PROFILE=smoke $(PY) scripts/run_course.py --in-place
+	$(PY) scripts/figures.py
 
+## runs/bench/ stays: its JSON files are committed (the figures README cites).
 clean:
-	rm -rf .venv .cache runs
+	rm -rf .venv .cache $(filter-out runs/bench,$(wildcard runs/*))

@@ -5,7 +5,7 @@ recipe and seed), then from those same weights GRPO and three controls with the 
 optimiser updates: more SFT on labels, rejection-sampling fine-tuning (RFT), and GRPO with a random
 reward. The first version of RFT runs too, as the evidence for its diagnosis. Held-out greedy
 accuracy on 500 problems. Seeds run in separate processes, one thread each. Writes
-runs/bench/toy_r1.json.
+runs/bench/toy_r1.json, whose tables notebook 08 (section 4) prints beside its own one-seed run.
 
     python bench/toy_r1.py                       # 3 seeds, the recipe's default steps
     python bench/toy_r1.py --rl-steps 100 --seeds 0 --no-diagnosis

@@ -79,12 +79,18 @@ LOAD_KWARGS = (
     "gpu_memory_utilization",
 )
 LORA_KWARGS = ("r", "lora_alpha", "target_modules", "use_gradient_checkpointing", "random_state")
-GRPO_KWARGS = (
+# helpers.training.grpo_settings' keys: what notebook 04's GRPOConfig(...) cell passes too.
+GRPO_SETTINGS_KWARGS = (
     "output_dir", "num_generations", "per_device_train_batch_size",
     "gradient_accumulation_steps", "max_prompt_length", "max_completion_length",
     "learning_rate", "lr_scheduler_type", "warmup_ratio", "optim", "max_grad_norm", "max_steps",
-    "beta", "temperature", "bf16", "fp16", "use_cpu", "logging_steps", "save_total_limit",
-    "report_to", "push_to_hub", "log_completions", "seed", "reward_weights", "save_steps",
+    "beta", "loss_type", "scale_rewards", "epsilon", "epsilon_high", "mask_truncated_completions",
+    "num_iterations", "weight_decay", "temperature", "bf16", "fp16", "use_cpu", "logging_steps",
+    "save_total_limit", "report_to", "push_to_hub", "log_completions", "seed", "reward_weights",
+    "save_steps",
+)
+GRPO_KWARGS = (
+    *GRPO_SETTINGS_KWARGS,
     "save_strategy",  # the callers' overrides (helpers/smoke_model.py)
     # scripts/train_grpo.py's overrides (several processes, or a vLLM server)
     "ddp_find_unused_parameters", "use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port",
@@ -166,6 +172,8 @@ GPU_CALLS: list[GpuCall] = [
     GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE,
             "FastLanguageModel.get_peft_model", GET_PEFT_MODEL, LORA_KWARGS, positional=1,
             why=LORA_WHY),
+    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOConfig", GRPO_CONFIG,
+            GRPO_SETTINGS_KWARGS, why=CONFIG_WHY + " (the config cell, checked by check_config)"),
     GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
             TRAINER_KWARGS,
             reads=("_logs@trl/trainer/grpo_trainer.py::GRPOTrainer",
@@ -183,11 +191,12 @@ GPU_CALLS: list[GpuCall] = [
             why=TRAINER_WHY),
 ]
 
-NB07 = "notebook 07 never imports unsloth: stock trl on every machine, CI included"
+TRL_PROOF = ("notebook 07's proof against trl never imports unsloth: stock trl on every machine, "
+             "CI included")
 SMOKE = "always the smoke profile (the tiny offline model): CI runs this very call on CPU"
 STOCK_CALLS: list[StockCall] = [
-    StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", NB07),
-    StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", NB07),
+    StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", TRL_PROOF),
+    StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", TRL_PROOF),
     StockCall("helpers/smoke_model.py", "grpo_gain", "FastLanguageModel.from_pretrained", SMOKE),
     StockCall("helpers/smoke_model.py", "grpo_gain", "FastLanguageModel.get_peft_model", SMOKE),
     StockCall("helpers/smoke_model.py", "grpo_gain", "GRPOTrainer", SMOKE),

@@ -1,8 +1,9 @@
 """GRPO from scratch: the whole algorithm in plain PyTorch, one function per equation.
 
-Notebook 07 builds each piece with its equation. tests/test_grpo_scratch.py proves that the loss
-and its gradient equal trl 0.22.2's `GRPOTrainer.compute_loss` for the loss types grpo, dr_grpo
-and dapo, with and without the KL term. Names follow trl's GRPOConfig so the two read alike.
+Notebook 07 shows each piece beside its equation; notebook 08 trains with `train_step` on a toy
+task. tests/test_grpo_scratch.py proves that the loss and its gradient equal trl 0.22.2's
+`GRPOTrainer.compute_loss` for the loss types grpo, dr_grpo and dapo, with and without the KL
+term. Names follow trl's GRPOConfig so the two read alike.
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ def per_token_logps(model: Any, batch: Rollout, temperature: float = 1.0) -> tor
     return chosen - torch.stack([row.logsumexp(dim=-1) for row in logits])
 
 
+def probability_ratio(logps: torch.Tensor, old_logps: torch.Tensor) -> torch.Tensor:
+    """rho = pi_theta / pi_old per token, computed from log-probs: exp(logp - old_logp)."""
+    return torch.exp(logps - old_logps)
+
+
 def clipped_surrogate(
     logps: torch.Tensor,
     old_logps: torch.Tensor,
@@ -102,10 +108,23 @@ def clipped_surrogate(
     epsilon_high: float,
 ) -> torch.Tensor:
     """-min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A), per token."""
-    ratio = torch.exp(logps - old_logps)
+    ratio = probability_ratio(logps, old_logps)
     clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
-    a = advantages.unsqueeze(1)
+    a = advantages.unsqueeze(1)  # one advantage per completion, shared by all its tokens
     return -torch.min(ratio * a, clipped * a)
+
+
+def clipped_share(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    epsilon_low: float,
+    epsilon_high: float,
+) -> float:
+    """trl's clip_ratio: the share of real tokens on the clipped side (they get no gradient)."""
+    a = advantages.unsqueeze(1)
+    clipped = ((ratio < 1 - epsilon_low) & (a < 0)) | ((ratio > 1 + epsilon_high) & (a > 0))
+    return ((clipped * mask).sum() / mask.sum().clamp(min=1)).item()
 
 
 def k3_kl(logps: torch.Tensor, ref_logps: torch.Tensor) -> torch.Tensor:
@@ -162,10 +181,8 @@ def grpo_loss(
         stats["kl"] = ((kl * mask).sum() / mask.sum().clamp(min=1)).item()
     loss = aggregate(per_token_loss, mask, settings.loss_type, settings.max_completion_length,
                      num_items_in_batch, settings.gradient_accumulation_steps)
-    ratio = torch.exp(logps.detach() - old)
-    a = advantages.unsqueeze(1)
-    clipped = ((ratio < 1 - settings.epsilon) & (a < 0)) | ((ratio > 1 + eps_high) & (a > 0))
-    stats["clip_ratio"] = ((clipped * mask).sum() / mask.sum().clamp(min=1)).item()
+    ratio = probability_ratio(logps.detach(), old)
+    stats["clip_ratio"] = clipped_share(ratio, advantages, mask, settings.epsilon, eps_high)
     return loss, stats
 
 
@@ -231,36 +248,35 @@ def prepare_model(model: Any, settings: GRPOSettings) -> Any:
     return model.train()
 
 
-def train_step(
+def accumulation_chunks(num_rows: int, gradient_accumulation_steps: int) -> list[slice]:
+    """Row slices of equal size, one backward pass each: activations for 1/k of the batch."""
+    k = gradient_accumulation_steps
+    if k < 1 or num_rows % k:
+        raise ValueError(f"{num_rows} completions do not split into {k} accumulation chunks: "
+                         "make gradient_accumulation_steps divide the number of completions.")
+    size = num_rows // k
+    return [slice(i, i + size) for i in range(0, num_rows, size)]
+
+
+def grpo_update(
     model: Any,
-    tokenizer: Any,
     optimizer: torch.optim.Optimizer,
-    prompts: Sequence[str],
-    reward_funcs: Sequence[RewardFunc],
+    batch: Rollout,
+    rewards: torch.Tensor,
     settings: GRPOSettings,
-    reward_weights: Sequence[float] | None = None,
     ref_model: Any | None = None,
-    **columns: Sequence[Any],
 ) -> dict[str, float]:
-    """One GRPO step: rollout, rewards, advantages, then num_iterations optimiser steps."""
-    g = settings.num_generations
-    batch = rollout(model, tokenizer, prompts, settings)
-    texts = tokenizer.batch_decode(batch.completion_ids, skip_special_tokens=True)
-    per_completion = {k: [v for v in vals for _ in range(g)] for k, vals in columns.items()}
-    prompts_g = [p for p in prompts for _ in range(g)]
-    rewards = score(texts, reward_funcs, reward_weights or [1.0] * len(reward_funcs),
-                    prompts=prompts_g, **per_completion)
-    advantages = group_advantages(rewards, g, settings.scale_rewards)
+    """One GRPO update on sampled completions and their rewards: num_iterations optimiser steps."""
+    advantages = group_advantages(rewards, settings.num_generations, settings.scale_rewards)
     num_items = batch.completion_mask.sum()  # tokens in the whole batch: dapo's denominator
-    with torch.no_grad():
-        old_logps = per_token_logps(model, batch, settings.temperature) \
-            if settings.num_iterations > 1 else None
-    ref_logps = reference_logps(model, batch, settings.temperature, ref_model) \
-        if settings.beta != 0.0 else None
-    n, k = len(texts), settings.gradient_accumulation_steps
-    if n % k:
-        raise ValueError(f"{n} completions do not split into {k} accumulation chunks.")
-    chunks = [slice(i, i + n // k) for i in range(0, n, n // k)]
+    old_logps = None  # one pass: pi_old is the current policy, ratio 1 (grpo_loss detaches)
+    if settings.num_iterations > 1:  # several passes: freeze pi_old before the first step
+        with torch.no_grad():
+            old_logps = per_token_logps(model, batch, settings.temperature)
+    ref_logps = None
+    if settings.beta != 0.0:
+        ref_logps = reference_logps(model, batch, settings.temperature, ref_model)
+    chunks = accumulation_chunks(batch.completion_ids.size(0), settings.gradient_accumulation_steps)
     losses, stats = [], {}
     for _ in range(settings.num_iterations):
         for rows in chunks:
@@ -274,8 +290,31 @@ def train_step(
         torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    zero_std = rewards.view(-1, g).std(dim=1) < 1e-6
-    return {"loss": sum(losses) / settings.num_iterations, "reward": rewards.mean().item(),
-            "reward_std": rewards.view(-1, g).std(dim=1).mean().item(),
-            "frac_reward_zero_std": zero_std.float().mean().item(),
+    return {"loss": sum(losses) / settings.num_iterations, **stats}
+
+
+def train_step(
+    model: Any,
+    tokenizer: Any,
+    optimizer: torch.optim.Optimizer,
+    prompts: Sequence[str],
+    reward_funcs: Sequence[RewardFunc],
+    settings: GRPOSettings,
+    reward_weights: Sequence[float] | None = None,
+    ref_model: Any | None = None,
+    **columns: Sequence[Any],
+) -> dict[str, float]:
+    """One GRPO step: sample G completions per prompt, score them, then grpo_update."""
+    g = settings.num_generations
+    batch = rollout(model, tokenizer, prompts, settings)
+    texts = tokenizer.batch_decode(batch.completion_ids, skip_special_tokens=True)
+    # trl's reward signature: one value per completion, every dataset column repeated G times
+    per_completion = {k: [v for v in vals for _ in range(g)] for k, vals in columns.items()}
+    prompts_g = [p for p in prompts for _ in range(g)]
+    rewards = score(texts, reward_funcs, reward_weights or [1.0] * len(reward_funcs),
+                    prompts=prompts_g, **per_completion)
+    stats = grpo_update(model, optimizer, batch, rewards, settings, ref_model)
+    spread = rewards.view(-1, g).std(dim=1)
+    return {"reward": rewards.mean().item(), "reward_std": spread.mean().item(),
+            "frac_reward_zero_std": (spread < 1e-6).float().mean().item(),
             "completion_length": batch.completion_mask.sum(1).float().mean().item(), **stats}

@@ -1,7 +1,7 @@
 """What each memory trick saves: peak RSS of a few GRPO updates, one fresh process per setting.
 
-Notebook 07 (section 12) and bench/grpo_vs_trl.py measure gradient accumulation, activation
-checkpointing and 8-bit AdamW with `measure_memory_tricks`.
+Notebook 07 (section 9, "What each memory trick saves") and bench/grpo_vs_trl.py measure gradient
+accumulation, activation checkpointing and 8-bit AdamW with `measure_memory_tricks`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ from typing import Any
 
 import torch
 
-from helpers.grpo_scratch import GRPOSettings, Rollout, grpo_loss, make_optimizer, prepare_model
+from helpers.grpo_scratch import (
+    GRPOSettings,
+    Rollout,
+    accumulation_chunks,
+    grpo_loss,
+    make_optimizer,
+    prepare_model,
+)
 from helpers.paths import ROOT
 
 VOCAB_SIZE = 72  # the toy task's character vocabulary (helpers.toy_r1.CharTokenizer)
@@ -74,14 +81,13 @@ def memory_probe(hidden: int, layers: int, batch: int, completion_length: int,
     completion = torch.randint(4, 40, (batch, completion_length))
     data = Rollout(prompt, torch.ones_like(prompt), completion, torch.ones_like(completion))
     advantages = torch.randn(batch)
-    k = settings.gradient_accumulation_steps
+    chunks = accumulation_chunks(batch, settings.gradient_accumulation_steps)
     with PeakRss() as rss:
         model = prepare_model(Qwen2ForCausalLM(config), settings)
         optimizer = make_optimizer(model, settings)
         start = time.perf_counter()
         for _ in range(steps):
-            for i in range(0, batch, batch // k):
-                rows = slice(i, i + batch // k)
+            for rows in chunks:
                 loss, _ = grpo_loss(model, data.rows(rows), advantages[rows], settings,
                                     num_items_in_batch=completion.numel())
                 loss.backward()

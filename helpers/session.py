@@ -32,5 +32,12 @@ def start(requested_profile: str | None = None, seed: int = SEED) -> tuple[Hardw
     print(f"Hardware : {hw.describe()}")
     print(f"Profile  : {profile.name}, {explain_choice(hw, requested_profile)}")
     print(f"           {profile.summary}")
-    print(f"Precision: {choose_precision(hw)}")
+    print(f"Precision: {describe_precision(hw)}")
     return hw, profile
+
+
+def describe_precision(hw: Hardware) -> str:
+    """The trainer's precision flags; the weights' own dtype is a separate choice (notebook 00)."""
+    precision = choose_precision(hw)
+    flags = f"bf16={precision == 'bf16'}, fp16={precision == 'fp16'}"
+    return f"trainer {precision} ({flags}); the weights' dtype is unsloth's choice at load"

@@ -3,9 +3,11 @@
 Each row is {"question": str, "answer": str}; the answer holds a reasoning line with GSM8K's
 calculator annotation (<<47+8=55>>) and ends in "#### <number>", like the real data set.
 
-The problems are one-step: a two-digit number plus or minus a one-digit number, in a short
+The problems are one-step: a number from 10 to 19 plus or minus one from 1 to 5, in a short
 story. That is far easier than GSM8K on purpose: the smoke model (about a million parameters)
 can learn it, so a CPU run shows GRPO raising held-out accuracy, not just the plumbing running.
+Held-out problems are new questions, but their sums are not new: there are only 100 (10 x 5 x 2),
+so the test measures whether the model gets the arithmetic right, not whether it saw the words.
 """
 
 from __future__ import annotations
@@ -17,34 +19,36 @@ NAMES = ["Natalia", "Weng", "Betty", "Julie", "James", "Mark", "Albert", "Ken", 
 ITEMS = ["clips", "apples", "books", "stickers", "marbles", "cookies", "pencils", "shells"]
 
 Row = dict[str, str]
-FIRST, SECOND = (10, 29), (1, 9)  # operand ranges: small, so the smoke model can learn them
+# Operand ranges: 100 distinct sums, few enough that 60 GRPO steps of 8 prompts revisit each one;
+# with 10-29 and 1-9 (360 sums) GRPO on the smoke model drifted instead of learning (issue 12).
+FIRST, SECOND = (10, 19), (1, 5)
 
 
 def _operands(rng: random.Random) -> tuple[int, int]:
     return rng.randint(*FIRST), rng.randint(*SECOND)
 
 
-def _row(question: str, subject: str, a: int, op: str, b: int, item: str) -> Row:
+def _row(question: str, subject: str, a: int, op: str, b: int) -> Row:
     value = a + b if op == "+" else a - b
     expr = f"{a}{op}{b}"
-    return {
-        "question": question,
-        "answer": f"{subject} {expr} = <<{expr}={value}>>{value} {item}.\n#### {value}",
-    }
+    # No item name after the number: a sampled item is a free choice the reward ignores, and
+    # its gradient is noise on the digits that the reward is about.
+    answer = f"{subject} {expr} = <<{expr}={value}>>{value}.\n#### {value}"
+    return {"question": question, "answer": answer}
 
 
 def _buys_more(rng: random.Random) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
     a, b = _operands(rng)
     question = f"{name} has {a} {item}. {name} buys {b} more. How many {item} does {name} have now?"
-    return _row(question, f"{name} has", a, "+", b, item)
+    return _row(question, f"{name} has", a, "+", b)
 
 
 def _gives_away(rng: random.Random) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
     a, b = _operands(rng)
     question = f"{name} has {a} {item} and gives {b} to a friend. How many {item} are left?"
-    return _row(question, f"{name} has", a, "-", b, item)
+    return _row(question, f"{name} has", a, "-", b)
 
 
 def _box_adds(rng: random.Random) -> Row:
@@ -52,14 +56,14 @@ def _box_adds(rng: random.Random) -> Row:
     a, b = _operands(rng)
     question = (f"A box holds {a} {item}. {name} puts {b} more in it. "
                 f"How many {item} are in the box?")
-    return _row(question, "The box holds", a, "+", b, item)
+    return _row(question, "The box holds", a, "+", b)
 
 
 def _loses_some(rng: random.Random) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
     a, b = _operands(rng)
     question = f"{name} collects {a} {item} and loses {b} of them. How many {item} are left?"
-    return _row(question, f"{name} has", a, "-", b, item)
+    return _row(question, f"{name} has", a, "-", b)
 
 
 TEMPLATES: list[Callable[[random.Random], Row]] = [_buys_more, _gives_away, _box_adds, _loses_some]
@@ -74,7 +78,7 @@ def generate_problems(n: int, seed: int = 0) -> list[Row]:
 
 
 SPLIT_SEEDS = {"train": 1234, "test": 98765}
-TRAIN_POOL = 20_000  # no test question is among the first TRAIN_POOL training questions
+TRAIN_POOL = 5_000  # no test question is among the first TRAIN_POOL training questions
 
 
 def synthetic_split(split: str, n: int) -> list[Row]:

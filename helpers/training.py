@@ -35,13 +35,20 @@ KNOB_NOTES = {
     "learning_rate": "LoRA step size: ~5e-6 on real models; the tiny smoke model needs more",
     "lr_scheduler_type": "decay after warm-up; free",
     "warmup_ratio": "first 10% of steps ramp the learning rate up: avoids early blow-ups",
-    "optim": "adamw_8bit keeps Adam's two moments in 8 bits: 2 bytes/param, not 8",
+    "optim": "Adam: 8 bytes/trained param (fp32), 2 with adamw_8bit; LoRA: MBs, not GBs",
+    "weight_decay": "none: set so unsloth's GPU config (default 0.001) trains the same",
     "max_grad_norm": "clip each update's size; 0.1 keeps RL steps small and stable",
     "max_steps": "optimizer steps; time grows linearly (the expected time is printed below)",
     "beta": "KL penalty weight; 0 = no reference model: one model less in memory",
+    "loss_type": "dapo: average over all tokens of the step; no length bias",
+    "scale_rewards": "group: advantages divided by the group's reward std",
+    "epsilon": "clip the new/old probability ratio to [1-eps, 1+eps]",
+    "epsilon_high": "upper clip; = epsilon, or unsloth would apply DAPO's 0.28",
+    "mask_truncated_completions": "False: cut-off answers still count (unsloth's dapo: True)",
+    "num_iterations": "updates per batch of completions; 1: ratio = 1, loss reads ~0",
     "temperature": "sampling randomness; 1.0 keeps a group diverse (needed for spread)",
-    "bf16": "bfloat16 compute: Ampere (8.0+) only",
-    "fp16": "float16 compute: the T4's half precision",
+    "bf16": "bfloat16 mixed precision: Ampere (8.0+) only",
+    "fp16": "float16 mixed precision: the T4's; both False = no autocast (CPU)",
     "use_cpu": "train on the CPU (smoke profile)",
     "save_steps": "checkpoint every N steps: a disconnect costs at most N steps",
     "save_total_limit": "checkpoints kept; each holds LoRA weights + optimizer state",
@@ -91,6 +98,16 @@ def grpo_settings(profile: Profile, hw: Hardware, output_dir: str | Path, **over
         "max_grad_norm": profile.max_grad_norm,
         "max_steps": profile.max_steps,
         "beta": 0.0,  # no KL term and no reference model: the loss reads ~0 (see notebook 04)
+        # The loss, set explicitly (all four are trl 0.22.2's defaults), so CPU and GPU agree.
+        "loss_type": "dapo",  # mean over all completion tokens of the step (DAPO)
+        "scale_rewards": "group",  # advantage = (reward - group mean) / group std
+        "epsilon": 0.2,  # PPO clip range of the probability ratio: [0.8, 1.2]
+        # unsloth's GRPOConfig turns an explicit loss_type="dapo" into the DAPO paper's recipe
+        # (epsilon_high=0.28, mask_truncated_completions=True) unless these two are given.
+        "epsilon_high": 0.2,
+        "mask_truncated_completions": False,
+        "num_iterations": 1,  # one update per batch of completions: the ratio is exactly 1
+        "weight_decay": 0.0,  # trl's default; unsloth's GRPOConfig would otherwise use 0.001
         "temperature": 1.0,
         "bf16": precision == "bf16",
         "fp16": precision == "fp16",
@@ -220,6 +237,36 @@ def make_grpo_config(
             "(see its message above): make it a multiple of num_generations."
         )
     return config
+
+
+# GRPOConfig fields two identical configs may still differ in (the creation time, in a path).
+PER_INSTANCE_FIELDS = frozenset({"logging_dir"})
+
+
+def config_differences(config: Any, reference: Any) -> list[str]:
+    """'field: value (the script: value)' for every field where two GRPOConfigs differ."""
+    ours, theirs = config.to_dict(), reference.to_dict()
+    return [
+        f"{name}={ours.get(name)!r} (the script: {theirs.get(name)!r})"
+        for name in sorted((set(ours) | set(theirs)) - PER_INSTANCE_FIELDS)
+        if ours.get(name) != theirs.get(name)
+    ]
+
+
+def check_config(
+    config: GRPOConfig, profile: Profile, hw: Hardware, output_dir: str | Path, **overrides: Any
+) -> None:
+    """Stop unless `config` equals make_grpo_config's (what scripts/train_grpo.py trains)."""
+    reference = make_grpo_config(profile, hw, output_dir, **overrides)
+    differences = config_differences(config, reference)
+    if differences:
+        raise TrainingConfigError(
+            f"This GRPOConfig is not the one scripts/train_grpo.py trains for the "
+            f"{profile.name} profile: {'; '.join(differences)}. Set those fields back; to change "
+            "one on purpose, pass the same value to check_config (e.g. check_config(config, "
+            "profile, hw, output_dir, beta=0.04)) and to the script, or change grpo_settings "
+            "in helpers/training.py."
+        )
 
 
 def checkpoint_dir(run_dir: Path) -> Path:

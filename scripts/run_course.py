@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import sys
 import time
@@ -55,18 +56,43 @@ def cell_timeout(max_steps: int, on_gpu: bool) -> int:
     return CPU_CELL_TIMEOUT + GPU_SECONDS_PER_STEP * max_steps
 
 
-def profile_timeout(requested: str | None) -> int:
-    """cell_timeout for the profile the notebooks will pick: `requested`, else the hardware's."""
+def profile_name(requested: str | None) -> str:
+    """The profile the notebooks will pick: `requested`, else the hardware's."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from helpers.profiles import PROFILES, default_profile_name
 
-    if requested not in PROFILES:  # none, or unknown (the notebooks then say so themselves)
-        from helpers.hardware import detect_hardware
+    if requested in PROFILES:
+        return requested
+    from helpers.hardware import detect_hardware  # none, or unknown: the notebooks say so
 
-        requested = default_profile_name(detect_hardware())
-    profile = PROFILES[requested]
+    return default_profile_name(detect_hardware())
+
+
+def profile_timeout(requested: str | None) -> int:
+    """cell_timeout for the profile the notebooks will pick: `requested`, else the hardware's."""
+    from helpers.profiles import PROFILES
+
+    profile = PROFILES[profile_name(requested)]
     return cell_timeout(profile.max_steps, on_gpu=profile.min_vram_gb > 0)
+
+
+def course_times(seconds: dict[str, float], model_cached: bool) -> dict[str, object]:
+    """The record behind each notebook header's "CPU smoke N s (measured)": helpers/figures.py."""
+    return {
+        "profile": "smoke", "cores": os.cpu_count(), "command": "make execute-notebooks",
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "smoke_model_cached": model_cached,  # False: the first notebook to load it built it
+        "seconds": {name: round(s, 1) for name, s in sorted(seconds.items())},
+    }
+
+
+def write_course_times(record: dict[str, object]) -> Path:
+    """Save `record` as runs/bench/course_times.json (committed, diff-friendly)."""
+    out = ROOT / "runs" / "bench" / "course_times.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return out
 
 
 def execute(path: Path, timeout: int) -> tuple[nbformat.NotebookNode, float]:
@@ -117,6 +143,14 @@ def main() -> int:
     profile = os.environ.get("GRPO_PROFILE", "chosen from the hardware")
     timeout = args.timeout or profile_timeout(os.environ.get("GRPO_PROFILE"))
     print(f"Executing {len(paths)} notebooks (profile: {profile}; at most {timeout} s a cell)")
+    # A full in-place smoke run is the one whose outputs are committed: its times are recorded.
+    smoke = profile_name(os.environ.get("GRPO_PROFILE")) == "smoke"
+    record = args.in_place and not args.only and smoke
+    if record:
+        from helpers.smoke_model import smoke_model_dir
+
+        model_cached = (smoke_model_dir() / "config.json").exists()
+    times: dict[str, float] = {}
     total = 0.0
     for number, path in enumerate(paths, 1):
         print(f"[{number}/{len(paths)}] {path.name}", flush=True)
@@ -126,6 +160,7 @@ def main() -> int:
             print(f"\n{path.name} failed:\n{str(error)[-3000:]}")
             return 1
         total += seconds
+        times[path.name] = seconds
         if args.in_place:
             nbformat.write(nb, path)
             path.write_text(nbformat.writes(synced(path)) + "\n")
@@ -136,6 +171,9 @@ def main() -> int:
             figures = save_figures(nb, out / "figures" / path.stem)
             print(f"    done in {seconds:.0f} s, {figures} figure(s)")
     where = "notebooks/ (in place)" if args.in_place else str(out.relative_to(ROOT))
+    if record:
+        saved = write_course_times(course_times(times, model_cached))
+        print(f"Times per notebook: {saved.relative_to(ROOT)} (then `make figures`)")
     print(f"All {len(paths)} notebooks ran in {total / 60:.1f} min. Results: {where}")
     return 0
 

@@ -64,7 +64,7 @@ def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="train_grpo.py",
         description="GRPO on GSM8K, as notebook 04 runs it. Run it with python for one process, "
-        "or with `accelerate launch` for several (see notebooks/08_scaling_up.ipynb).",
+        "or with `accelerate launch` for several (see notebooks/09_scaling_up.ipynb).",
     )
     parser.add_argument(
         "--profile", choices=sorted(PROFILES), default=None,

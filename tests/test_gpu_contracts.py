@@ -140,6 +140,12 @@ def _make_grpo_config_overrides() -> set[str]:
     return set().union(*(site_keywords(site) for site in sites))
 
 
+def _check_config_overrides() -> set[str]:
+    """What every caller of check_config passes as **overrides (it hands them on)."""
+    sites = gc.scan_course(wanted=lambda callee: callee == "check_config")
+    return set().union(*(site_keywords(site) for site in sites))
+
+
 # The dicts the course spreads into GPU calls (`**load_kwargs(profile)`), for every GPU profile.
 BUILDERS = {
     "load_kwargs": lambda: {k for p in GPU_PROFILES for k in load_kwargs(p)},
@@ -151,6 +157,8 @@ BUILDERS = {
     "grpo_overrides": _gpu_check_overrides,
     # make_grpo_config(**overrides) passes on what its callers pass.
     "make_grpo_config.overrides": _make_grpo_config_overrides,
+    # check_config(**overrides) passes them on to make_grpo_config.
+    "check_config.overrides": _check_config_overrides,
 }
 
 

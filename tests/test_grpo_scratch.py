@@ -8,12 +8,18 @@ import pytest
 import torch
 
 from helpers.grpo_scratch import (
+    GRPOSettings,
+    Rollout,
+    accumulation_chunks,
     aggregate,
+    clipped_share,
     clipped_surrogate,
     group_advantages,
+    grpo_update,
     k3_kl,
     mask_after_eos,
     per_token_logps,
+    probability_ratio,
     reference_logps,
 )
 
@@ -54,6 +60,55 @@ def test_clipped_tokens_get_no_gradient():
     loss = clipped_surrogate(logps, torch.zeros(1, 3), torch.tensor([1.0]), 0.2, 0.2).sum()
     loss.backward()
     assert logps.grad[0, 0] != 0 and logps.grad[0, 1] != 0 and logps.grad[0, 2] == 0
+
+
+def test_ratio_is_the_probability_ratio():
+    p, old = torch.tensor([[0.2, 0.5]]), torch.tensor([[0.4, 0.5]])
+    torch.testing.assert_close(probability_ratio(p.log(), old.log()), torch.tensor([[0.5, 1.0]]))
+
+
+def test_clipped_share_counts_only_the_clipped_side_of_real_tokens():
+    ratio = torch.tensor([[0.5, 1.5, 1.0], [0.5, 1.5, 1.5]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    # row 1, A > 0: only 1.5 is clipped; row 2, A < 0: only 0.5 (the masked 1.5 never counts)
+    share = clipped_share(ratio, torch.tensor([1.0, -1.0]), mask, 0.2, 0.28)
+    assert share == pytest.approx(2 / 5)
+
+
+def test_accumulation_chunks_cover_every_row_once():
+    assert accumulation_chunks(8, 4) == [slice(0, 2), slice(2, 4), slice(4, 6), slice(6, 8)]
+    assert accumulation_chunks(8, 1) == [slice(0, 8)]
+    with pytest.raises(ValueError, match="divide the number of completions"):
+        accumulation_chunks(8, 3)
+
+
+def _tiny_policy_and_batch() -> tuple[torch.nn.Module, Rollout]:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16)
+    prompt = torch.randint(2, 16, (4, 3))
+    completion = torch.randint(2, 16, (4, 5))
+    return Qwen2ForCausalLM(config), Rollout(prompt, torch.ones_like(prompt), completion,
+                                             torch.ones_like(completion))
+
+
+@pytest.mark.parametrize("rewards,moves", [([1.0, 0.0, 0.0, 1.0], True), ([1.0] * 4, False)])
+def test_one_update_moves_the_policy_only_when_a_group_has_reward_spread(rewards, moves):
+    model, batch = _tiny_policy_and_batch()
+    settings = GRPOSettings(num_generations=4, max_completion_length=5, learning_rate=1e-2,
+                            gradient_accumulation_steps=2)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
+    stats = grpo_update(model, optimizer, batch, torch.tensor(rewards), settings)
+    changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert changed == moves and stats["clip_ratio"] == 0.0  # one pass: ratio 1, nothing clipped
+    if moves:  # the right answers became more likely, the wrong ones less
+        with torch.no_grad():
+            gain = per_token_logps(model, batch).sum(1) - per_token_logps(
+                _tiny_policy_and_batch()[0], batch).sum(1)
+        assert gain[0] > 0 and gain[3] > 0 and gain[1] < 0 and gain[2] < 0
 
 
 def test_k3_kl_is_zero_at_equal_policies_and_positive_otherwise():

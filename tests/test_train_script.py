@@ -65,7 +65,7 @@ def _notebook_04_config(max_steps: int | None) -> Any:
     nb = nbformat.read(ROOT / "notebooks" / "04_grpo_training.ipynb", as_version=4)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     params = next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    config_cell = next(src for src in code if re.search(r"^config = make_grpo_config\(", src, re.M))
+    config_cell = next(src for src in code if re.search(r"^config = GRPOConfig\(", src, re.M))
     namespace: dict[str, Any] = {}
     exec(params, namespace)  # PROFILE, USE_DRIVE, RUN_FOLDER, MAX_STEPS, as the notebook sets them
     # What `hw, profile = start(PROFILE)` returns in CI (GRPO_PROFILE=smoke, no GPU).

@@ -72,6 +72,76 @@ def test_overrides_win_and_are_checked():
     validate(SMOKE, CPU_ONLY, s)
 
 
+# ---- one config for notebook 04 and the script ---------------------------------------------
+
+LOSS_KEYS = ("loss_type", "scale_rewards", "epsilon", "num_iterations",
+             "mask_truncated_completions", "weight_decay")
+
+
+def test_the_loss_settings_are_explicit_and_equal_trls_own_defaults():
+    from dataclasses import fields as dataclass_fields
+
+    from trl import GRPOConfig
+
+    trl_default = {f.name: f.default for f in dataclass_fields(GRPOConfig)}
+    for profile, hw in [(SMOKE, CPU_ONLY), (PROFILES["t4"], TESLA_T4)]:
+        s = settings_for(profile, hw)
+        assert {k: s[k] for k in LOSS_KEYS} == {k: trl_default[k] for k in LOSS_KEYS}
+        assert trl_default["epsilon_high"] is None and s["epsilon_high"] == s["epsilon"]
+        assert (s["loss_type"], s["scale_rewards"], s["epsilon"], s["num_iterations"]) == (
+            "dapo", "group", 0.2, 1)
+
+
+def test_unsloths_gpu_config_would_change_what_grpo_settings_leaves_out():
+    """unsloth 2026.10.9 rewrites an explicit dapo and weight_decay unless they are given."""
+    import importlib.util
+
+    package = Path(importlib.util.find_spec("unsloth").submodule_search_locations[0])
+    rl = (package / "models" / "rl.py").read_text()
+    assert "elif loss_type.lower() == 'dapo' and not _unsloth_default_loss_type" in rl
+    assert "mask_truncated_completions = True" in rl and "epsilon_high = 0.28" in rl
+    assert '"weight_decay": 0.001' in rl
+    s = settings_for(PROFILES["t4"], TESLA_T4)
+    assert s["epsilon_high"] is not None and s["mask_truncated_completions"] is False
+    assert s["weight_decay"] == 0.0
+
+
+def test_check_config_passes_on_the_scripts_own_config(tmp_path):
+    from trl import GRPOConfig
+
+    from helpers.training import check_config, make_grpo_config
+
+    check_config(make_grpo_config(SMOKE, CPU_ONLY, tmp_path), SMOKE, CPU_ONLY, tmp_path)
+    built = GRPOConfig(**grpo_settings(SMOKE, CPU_ONLY, tmp_path, max_steps=7))
+    check_config(built, SMOKE, CPU_ONLY, tmp_path, max_steps=7)
+
+
+def test_check_config_names_each_changed_field_and_the_fix(tmp_path):
+    from trl import GRPOConfig
+
+    from helpers.training import check_config
+
+    changed = {"loss_type": "grpo", "top_entropy_quantile": 0.5}  # the second is not in settings
+    config = GRPOConfig(**{**grpo_settings(SMOKE, CPU_ONLY, tmp_path), **changed})
+    with pytest.raises(TrainingConfigError) as caught:
+        check_config(config, SMOKE, CPU_ONLY, tmp_path)
+    message = str(caught.value)
+    assert "loss_type='grpo' (the script: 'dapo')" in message
+    assert "top_entropy_quantile=0.5 (the script: 1.0)" in message
+    assert "scripts/train_grpo.py" in message and "grpo_settings" in message
+    check_config(config, SMOKE, CPU_ONLY, tmp_path, **changed)  # changed on purpose: accepted
+
+
+def test_check_config_sees_another_output_dir_and_another_step_count(tmp_path):
+    from helpers.training import check_config, make_grpo_config
+
+    config = make_grpo_config(SMOKE, CPU_ONLY, tmp_path / "a", max_steps=5)
+    with pytest.raises(TrainingConfigError) as caught:
+        check_config(config, SMOKE, CPU_ONLY, tmp_path / "b")
+    assert f"max_steps=5 (the script: {SMOKE.max_steps})" in str(caught.value)
+    assert f"output_dir={str(tmp_path / 'a')!r}" in str(caught.value)
+
+
 # ---- checks that stop before loading --------------------------------------------------------
 
 

@@ -1,0 +1,355 @@
+"""Every run figure that README and notebook prose cite, computed from the one file it comes from.
+
+Prose writes such a figure as `<!-- fig:KEY -->VALUE<!-- /fig -->` (invisible on GitHub and
+Colab). A key's first part names its source: `toy_r1.mean.acc_after_grpo` comes from
+runs/bench/toy_r1.json. `scripts/figures.py` rewrites every VALUE from here (`make figures`);
+`--check` and tests/test_figures.py fail when a VALUE, a key or a source is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MARKER = re.compile(r"<!-- fig:(?P<key>[^\s>]*) -->(?P<value>.*?)<!-- /fig -->", re.DOTALL)
+
+
+def in_code_span(text: str, position: int) -> bool:
+    """Whether `position` lies inside an inline code span (odd backticks before it on its line)."""
+    line_start = text.rfind("\n", 0, position) + 1
+    return text.count("`", line_start, position) % 2 == 1
+
+
+def markers(text: str) -> list[re.Match[str]]:
+    """The figure markers in `text`; one inside a code span is shown literally, as an example."""
+    return [m for m in MARKER.finditer(text) if not in_code_span(text, m.start())]
+
+
+# One formatting rule per kind of figure.
+def percent(fraction: float) -> str:
+    """A fraction as a percentage with one decimal: 0.446 -> '44.6%'."""
+    return f"{100 * fraction:.1f}%"
+
+
+def points(value: float) -> str:
+    """Percentage points with their sign: 15.47 -> '+15.5'."""
+    return f"{value:+.1f}"
+
+
+def seconds(value: float) -> str:
+    """Whole seconds: '193 s'."""
+    return f"{value:.0f} s"
+
+
+def minutes(value_s: float) -> str:
+    """Seconds shown as minutes with one decimal: '12.4 min'."""
+    return f"{value_s / 60:.1f} min"
+
+
+def count(value: float) -> str:
+    """A whole number with thousands separators: '2,075'."""
+    return f"{round(value):,}"
+
+
+def ratio(value: float) -> str:
+    """A ratio with two decimals: '1.63x'."""
+    return f"{value:.2f}x"
+
+
+def gib(value: float) -> str:
+    """GiB with one decimal: '8.1 GiB'."""
+    return f"{value:.1f} GiB"
+
+
+def megabytes(value: float) -> str:
+    """Whole megabytes, signed when negative: '172 MB', '-6 MB'."""
+    return f"{value:,.0f} MB"
+
+
+def setting(value: object) -> str:
+    """A configuration value as written in code: 300, 0.0001 -> '1e-4', 'dapo'."""
+    if isinstance(value, bool) or not isinstance(value, float):
+        return str(value)
+    if value == 0 or abs(value) >= 0.01:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def minutes_range(low: float, high: float) -> str:
+    """A range of minutes, in hours from two hours up: '25-50 min', '2.1-3.5 h'."""
+    if high < 120:
+        return f"{low:.0f}-{high:.0f} min"
+    return f"{low / 60:.1f}-{high / 60:.1f} h"
+
+
+# What each source gives, as {key: displayed value}. Keys carry the source's prefix.
+def toy_r1_figures(data: dict[str, Any]) -> dict[str, str]:
+    """bench/toy_r1.py: the recipe, each seed's accuracies, the means and the GRPO gain."""
+    accuracies = [key for key in data if key.startswith("acc_")]
+    out = {f"toy_r1.mean.{key}": percent(data[key]) for key in accuracies}
+    out["toy_r1.gain_grpo_points"] = points(data["gain_grpo_points"])
+    out["toy_r1.wall"] = minutes(data["wall_s"])
+    out["toy_r1.seeds"] = str(len(data["seeds"]))
+    for section in ("recipe", "grpo_settings"):
+        out |= {f"toy_r1.{section}.{k}": setting(v) for k, v in data[section].items()}
+    out["toy_r1.recipe.cold_start_target"] = f"{100 * data['recipe']['cold_start_target']:.0f}%"
+    out["toy_r1.recipe.cold_start_max_steps"] = count(data["recipe"]["cold_start_max_steps"])
+    for row in data["seeds"]:
+        seed = f"toy_r1.seed{row['seed']}"
+        out |= {f"{seed}.{key}": percent(row[key]) for key in row if key.startswith("acc_after")
+                and isinstance(row[key], float)}
+        out[f"{seed}.acc_before"] = percent(row["acc_before"])
+        out[f"{seed}.cold_start_steps"] = count(row["cold_start"]["steps"])
+        for lr, acc in row.get("acc_after_one_sft_update", {}).items():
+            out[f"{seed}.one_sft_update.lr{setting(float(lr))}"] = percent(acc)
+    first = [row["rft_first_version"]["updates"] for row in data["seeds"]
+             if "rft_first_version" in row]
+    if first:
+        out["toy_r1.rft_first_version.updates_min"] = str(min(first))
+        out["toy_r1.rft_first_version.updates_max"] = str(max(first))
+    return out
+
+
+def memory_fit_figures(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """bench/memory_fit.py: each GPU profile's estimate on its target GPU."""
+    out = {}
+    for row in (r for r in rows if r["target"]):
+        key = f"memory_fit.{row['profile']}"
+        out |= {f"{key}.gpu": row["gpu"], f"{key}.estimate": gib(row["estimate_gib"]),
+                f"{key}.gpu_memory": gib(row["gpu_gib"]), f"{key}.verdict": row["verdict"]}
+    return out
+
+
+def rewards_figures(data: dict[str, Any]) -> dict[str, str]:
+    """bench/rewards.py: reward throughput, all five together and each alone."""
+    out = {"rewards.all_per_s": count(data["completions_per_s"]),
+           "rewards.num_completions": count(data["num_completions"]),
+           "rewards.lenient_per_s": count(data["lenient_is_correct_per_s"])}
+    out |= {f"rewards.{name}_per_s": count(rate)
+            for name, rate in data["per_function_completions_per_s"].items()}
+    return out | machine_figures("rewards", data)
+
+
+def grpo_vs_trl_figures(data: dict[str, Any]) -> dict[str, str]:
+    """bench/grpo_vs_trl.py: step time and peak RSS against trl's; each memory trick's saving."""
+    out = {"grpo_vs_trl.step_time_ratio": ratio(data["step_time_ratio"]),
+           "grpo_vs_trl.peak_rss_ratio": ratio(data["peak_rss_ratio"])}
+    # Trick names may carry a note in brackets ("gradient_accumulation (4 chunks)"): keys can't.
+    out |= {f"grpo_vs_trl.saved.{name.split()[0]}": megabytes(row["saved_mb"])
+            for name, row in data["memory_tricks"].items()}
+    return out | machine_figures("grpo_vs_trl", data)
+
+
+def smoke_model_figures(data: dict[str, Any]) -> dict[str, str]:
+    """bench/smoke_model.py: build time and memory (medians), the warm start's accuracy."""
+    medians, warm = data["medians"], data["warm_start"]
+    return ({"smoke_model.build": seconds(medians["build_s"]),
+             "smoke_model.build_peak_rss": megabytes(medians["build_peak_rss_mb"]),
+             "smoke_model.load_4bit_lora": seconds(medians["load_4bit_lora_s"]),
+             "smoke_model.repeats": str(medians["repeats"]),
+             "smoke_model.warm_start_strict": percent(warm["strict"]),
+             "smoke_model.warm_start_n": str(warm["n"])}
+            | learning_figures(data.get("learning", [])) | machine_figures("smoke_model", data))
+
+
+def learning_figures(runs: list[dict[str, Any]]) -> dict[str, str]:
+    """bench/smoke_model.py --seeds N: each seed's paired result, and the spread of the gains."""
+    out: dict[str, str] = {}
+    for run in runs:
+        key = f"smoke_model.seed{run['seed']}"
+        out |= {f"{key}.base": percent(run["base"]), f"{key}.trained": percent(run["trained"]),
+                f"{key}.gain": points(100 * run["gain"]),
+                f"{key}.ci_low": points(100 * run["ci_low"]),
+                f"{key}.ci_high": points(100 * run["ci_high"]), f"{key}.fixed": str(run["fixed"]),
+                f"{key}.broken": str(run["broken"]),
+                f"{key}.train_seconds": seconds(run["train_seconds"])}
+    if runs:
+        gains = sorted(run["gain"] for run in runs)
+        out |= {"smoke_model.seeds": str(len(runs)), "smoke_model.gain_min": points(100 * gains[0]),
+                "smoke_model.gain_median": points(100 * statistics.median(gains)),
+                "smoke_model.gain_max": points(100 * gains[-1])}
+    return out
+
+
+def machine_figures(prefix: str, data: dict[str, Any]) -> dict[str, str]:
+    """The date and load a benchmark recorded (bench/_results.py), when it did."""
+    if "machine" not in data:
+        return {}
+    info = data["machine"]
+    return {f"{prefix}.date": info["date"], f"{prefix}.cpus": str(info["cpus"]),
+            f"{prefix}.load": f"{info['load_1min']:.1f}"}
+
+
+def course_time_figures(data: dict[str, Any]) -> dict[str, str]:
+    """scripts/run_course.py --in-place (smoke, CPU): seconds per notebook, keyed by its number."""
+    out = {f"cpu_seconds.{name[:2]}": seconds(s) for name, s in data["seconds"].items()}
+    out["cpu_seconds.total"] = minutes(sum(data["seconds"].values()))
+    return out | {"cpu_seconds.date": data["date"], "cpu_seconds.cores": str(data["cores"])}
+
+
+def profile_figures(profiles: dict[str, Any]) -> dict[str, str]:
+    """helpers/profiles.py: the knobs README's profile tables show, and the T4 time estimate."""
+    from helpers.profiles import expected_t4_minutes
+
+    out = {}
+    for name, p in profiles.items():
+        key = f"profile.{name}"
+        out |= {f"{key}.lora_rank": str(p.lora_rank), f"{key}.G": str(p.num_generations),
+                f"{key}.tokens": f"{p.max_prompt_length}+{p.max_completion_length}",
+                f"{key}.batch": f"{p.per_device_train_batch_size}×{p.gradient_accumulation_steps}",
+                f"{key}.steps": str(p.max_steps), f"{key}.lr": setting(p.learning_rate),
+                f"{key}.prompts_per_step": str(p.per_device_train_batch_size
+                                               * p.gradient_accumulation_steps
+                                               // p.num_generations),
+                f"{key}.eval_problems": str(p.num_eval_problems)}
+        if p.t4_seconds_per_step is not None:
+            low, high = p.t4_seconds_per_step
+            t4_low, t4_high = expected_t4_minutes(p) or (0, 0)
+            out[f"{key}.t4_step_seconds"] = f"{low:g}-{high:g} s"
+            out[f"{key}.t4_minutes"] = minutes_range(t4_low, t4_high)
+    return out
+
+
+def smoke_recipe_figures(recipe: dict[str, Any]) -> dict[str, str]:
+    """helpers/smoke_model.py's RECIPE: how the smoke model is built and warm-started."""
+    return {f"smoke_recipe.{key}": setting(value) for key, value in recipe.items()}
+
+
+def lock_figures(texts: dict[str, str]) -> dict[str, str]:
+    """locks/*.txt: how many packages each GPU lock pins (`make lock` rewrites them)."""
+    def pins(text: str) -> int:
+        return sum("==" in line and not line.startswith("#") for line in text.splitlines())
+
+    return {f"locks.{name}.packages": str(pins(text)) for name, text in texts.items()}
+
+
+def gpu_call_figures(module: Any) -> dict[str, str]:
+    """helpers/gpu_calls.py: the GPU-only call sites the contract tests check."""
+    return {"gpu_calls.sites": str(len(module.GPU_CALLS)),
+            "gpu_calls.stock_exempt": str(len(module.STOCK_CALLS))}
+
+
+def read_json(path: Path) -> Any:
+    """A benchmark's JSON file."""
+    return json.loads(path.read_text())
+
+
+def read_profiles(_: Path) -> Any:
+    """The profiles, imported rather than parsed: the code is the source."""
+    from helpers.profiles import PROFILES
+
+    return PROFILES
+
+
+def read_locks(path: Path) -> Any:
+    """Every lock file beside `path`, by GPU class."""
+    return {lock.stem: lock.read_text() for lock in sorted(path.parent.glob("*.txt"))}
+
+
+def read_gpu_calls(_: Path) -> Any:
+    """The GPU-only call table."""
+    from helpers import gpu_calls
+
+    return gpu_calls
+
+
+def read_smoke_recipe(_: Path) -> Any:
+    """The smoke model's build recipe."""
+    from helpers.smoke_model import RECIPE
+
+    return RECIPE
+
+
+@dataclass(frozen=True)
+class Source:
+    """A file that figures come from, the command that writes it, and what it gives."""
+
+    path: str  # relative to the course root
+    fix: str  # the command that (re)writes it
+    figures: Callable[[Any], dict[str, str]]
+    read: Callable[[Path], Any] = read_json
+
+
+BENCH_FIX = "make bench"
+SOURCES: dict[str, Source] = {
+    "toy_r1": Source("runs/bench/toy_r1.json", BENCH_FIX, toy_r1_figures),
+    "memory_fit": Source("runs/bench/memory_fit.json", BENCH_FIX, memory_fit_figures),
+    "rewards": Source("runs/bench/rewards.json", BENCH_FIX, rewards_figures),
+    "grpo_vs_trl": Source("runs/bench/grpo_vs_trl.json", BENCH_FIX, grpo_vs_trl_figures),
+    "smoke_model": Source("runs/bench/smoke_model.json", BENCH_FIX, smoke_model_figures),
+    "cpu_seconds": Source("runs/bench/course_times.json", "make execute-notebooks",
+                          course_time_figures),
+    "profile": Source("helpers/profiles.py", "git restore helpers/profiles.py", profile_figures,
+                      read_profiles),
+    "locks": Source("locks/t4.txt", "make lock", lock_figures, read_locks),
+    "gpu_calls": Source("helpers/gpu_calls.py", "git restore helpers/gpu_calls.py",
+                        gpu_call_figures, read_gpu_calls),
+    "smoke_recipe": Source("helpers/smoke_model.py", "git restore helpers/smoke_model.py",
+                           smoke_recipe_figures, read_smoke_recipe),
+}
+
+
+def source_of(key: str) -> Source | None:
+    """The source a key's prefix names, or None."""
+    return SOURCES.get(key.split(".", 1)[0])
+
+
+def compute(root: Path, prefixes: Iterable[str] | None = None) -> dict[str, str]:
+    """Every figure of the named sources (default: all) whose file exists under `root`."""
+    out: dict[str, str] = {}
+    for prefix in SOURCES if prefixes is None else prefixes:
+        source = SOURCES[prefix]
+        if (root / source.path).exists():
+            out |= source.figures(source.read(root / source.path))
+    return out
+
+
+def problem(key: str, value: str, figures: dict[str, str], root: Path) -> str | None:
+    """What is wrong with one marker, in one sentence that names the fix; None when right."""
+    source = source_of(key)
+    if source is None:
+        return (f"fig:{key} names no known source (one of {', '.join(SOURCES)}): fix the key, "
+                "or register its source in helpers/figures.py.")
+    if not (root / source.path).exists():
+        return (f"fig:{key} comes from {source.path}, which is missing: run `{source.fix}`, "
+                "then `make figures`.")
+    if key not in figures:
+        near = sorted(k for k in figures if k.startswith(key.split(".", 1)[0] + "."))[:8]
+        return (f"fig:{key} is not a figure of {source.path}: use a registered key "
+                f"({', '.join(near)}, ...) or add it in helpers/figures.py.")
+    if value != figures[key]:
+        return (f"fig:{key} says {value!r} but {source.path} gives {figures[key]!r}: "
+                "run `make figures`.")
+    return None
+
+
+def check_text(text: str, figures: dict[str, str], root: Path) -> list[str]:
+    """Every problem with the markers in `text`, and registered keys hidden in code spans."""
+    literal = [m["key"] for m in MARKER.finditer(text)
+               if in_code_span(text, m.start()) and source_of(m["key"])]
+    found = [problem(m["key"], m["value"], figures, root) for m in markers(text)]
+    return [p for p in found if p] + [
+        f"fig:{key} is inside a code span, where the marker shows literally: move it out of "
+        "the backticks." for key in literal]
+
+
+def fill_text(text: str, figures: dict[str, str]) -> str:
+    """`text` with every known marker's VALUE replaced by the registry's (others left alone)."""
+    def value(m: re.Match[str]) -> str:
+        if in_code_span(text, m.start()):
+            return m[0]
+        new = figures.get(m["key"], m["value"])
+        return f"<!-- fig:{m['key']} -->{new}<!-- /fig -->"
+
+    return MARKER.sub(value, text)
+
+
+def keys_in(text: str) -> list[str]:
+    """The keys of the markers in `text`, in order."""
+    return [m["key"] for m in markers(text)]

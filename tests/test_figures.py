@@ -1,0 +1,191 @@
+"""Every run figure in README and notebook prose equals what its source file gives."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import figures as fg
+from scripts import figures as script
+from scripts import run_course
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_results_module():
+    """bench/_results.py (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_figure_in_readme_and_notebooks_matches_its_source():
+    problems = script.check(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+def test_readme_cites_figures_from_every_committed_benchmark():
+    keys = fg.keys_in((ROOT / "README.md").read_text())
+    for prefix in ("toy_r1", "memory_fit", "rewards", "grpo_vs_trl", "profile", "locks",
+                   "gpu_calls"):
+        assert any(k.startswith(prefix + ".") for k in keys), f"README cites no {prefix} figure"
+
+
+def copy_of_course(tmp_path: Path) -> Path:
+    """README and the benchmark JSONs, copied: the planted errors go there (notebooks: below)."""
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "runs" / "bench", tmp_path / "runs" / "bench")
+    shutil.copytree(ROOT / "locks", tmp_path / "locks")
+    for name in ("profiles.py", "smoke_model.py", "gpu_calls.py"):  # code sources must exist
+        (tmp_path / "helpers").mkdir(exist_ok=True)
+        shutil.copy(ROOT / "helpers" / name, tmp_path / "helpers" / name)
+    return tmp_path
+
+
+def test_a_planted_mismatch_fails_and_make_figures_repairs_it(tmp_path: Path):
+    root = copy_of_course(tmp_path)
+    readme = root / "README.md"
+    text = readme.read_text()
+    marker = "<!-- fig:toy_r1.mean.acc_after_grpo -->"
+    assert marker in text
+    value = fg.compute(ROOT, ["toy_r1"])["toy_r1.mean.acc_after_grpo"]
+    readme.write_text(text.replace(f"{marker}{value}", f"{marker}54.0%", 1))
+
+    problems = script.check(root)
+    assert problems == [f"README.md: fig:toy_r1.mean.acc_after_grpo says '54.0%' but "
+                        f"runs/bench/toy_r1.json gives '{value}': run `make figures`."]
+    assert script.main(["--check", "--root", str(root)]) == 1
+
+    assert script.fill(root) == [readme]
+    assert readme.read_text() == text
+    assert script.check(root) == []
+
+
+def test_a_changed_benchmark_result_fails_until_figures_are_filled(tmp_path: Path):
+    root = copy_of_course(tmp_path)
+    path = root / "runs" / "bench" / "toy_r1.json"
+    data = json.loads(path.read_text())
+    data["acc_after_grpo"] = 0.5
+    path.write_text(json.dumps(data))
+    assert any("toy_r1.mean.acc_after_grpo says" in p for p in script.check(root))
+    script.fill(root)
+    assert script.check(root) == []
+    assert "<!-- fig:toy_r1.mean.acc_after_grpo -->50.0%<!-- /fig -->" in (
+        root / "README.md").read_text()
+
+
+def test_an_unknown_key_and_an_unknown_source_fail(tmp_path: Path):
+    root = copy_of_course(tmp_path)
+    (root / "README.md").write_text(
+        "<!-- fig:toy_r1.mean.acc_after_magic -->1%<!-- /fig --> "
+        "<!-- fig:nowhere.x -->2<!-- /fig -->")
+    first, second = script.check(root)
+    assert "fig:toy_r1.mean.acc_after_magic is not a figure of runs/bench/toy_r1.json" in first
+    assert "fig:nowhere.x names no known source" in second
+
+
+def test_a_missing_source_names_the_command_that_writes_it(tmp_path: Path):
+    root = copy_of_course(tmp_path)
+    (root / "runs" / "bench" / "toy_r1.json").unlink()
+    (root / "runs" / "bench" / "course_times.json").unlink(missing_ok=True)
+    (root / "README.md").write_text(
+        "<!-- fig:toy_r1.gain_grpo_points -->+15.5<!-- /fig -->\n"
+        "**Time:** CPU smoke <!-- fig:cpu_seconds.03 -->M s<!-- /fig --> (measured)")
+    assert script.check(root) == [
+        "README.md: fig:toy_r1.gain_grpo_points comes from runs/bench/toy_r1.json, which is "
+        "missing: run `make bench`, then `make figures`.",
+        "README.md: fig:cpu_seconds.03 comes from runs/bench/course_times.json, which is "
+        "missing: run `make execute-notebooks`, then `make figures`.",
+    ]
+
+
+def test_notebook_markers_are_filled_in_markdown_cells_only(tmp_path: Path):
+    root = tmp_path
+    (root / "notebooks").mkdir()
+    (root / "README.md").write_text("no figures\n")
+    marker = "<!-- fig:cpu_seconds.07 -->M s<!-- /fig -->"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(f"# Title\n**Time:** T4 ≈ 15 min (estimated) · CPU smoke "
+                                      f"{marker} (measured)"),
+        nbformat.v4.new_code_cell(f"print('{marker}')"),
+    ])
+    path = root / "notebooks" / "07_toy.ipynb"
+    path.write_text(nbformat.writes(nb) + "\n")
+    record = run_course.course_times({"07_toy.ipynb": 41.26, "00_setup.ipynb": 9.0}, True)
+    (root / "runs" / "bench").mkdir(parents=True)
+    (root / "runs" / "bench" / "course_times.json").write_text(json.dumps(record))
+
+    assert script.check(root) == [
+        "07_toy.ipynb cell 0: fig:cpu_seconds.07 says 'M s' but runs/bench/course_times.json "
+        "gives '41 s': run `make figures`."]
+    script.fill(root)
+    cells = nbformat.read(path, as_version=4).cells
+    assert "<!-- fig:cpu_seconds.07 -->41 s<!-- /fig --> (measured)" in cells[0].source
+    assert cells[1].source == f"print('{marker}')"
+    assert script.check(root) == []
+
+
+def test_a_marker_in_a_code_span_is_an_example_or_a_mistake(tmp_path: Path):
+    text = "write `<!-- fig:KEY -->VALUE<!-- /fig -->` for <!-- fig:a.b -->1<!-- /fig -->"
+    assert fg.keys_in(text) == ["a.b"]
+    assert fg.fill_text(text, {"KEY": "9", "a.b": "2"}) == text.replace("1<", "2<")
+    hidden = "`beta=<!-- fig:toy_r1.grpo_settings.beta -->0<!-- /fig -->`"
+    assert fg.check_text(hidden, {}, tmp_path) == [
+        "fig:toy_r1.grpo_settings.beta is inside a code span, where the marker shows literally: "
+        "move it out of the backticks."]
+
+
+def test_cpu_seconds_keys_come_from_the_notebook_files_recorded():
+    record = run_course.course_times({"09_scaling_up.ipynb": 60.0, "00_setup.ipynb": 12.4}, False)
+    assert list(record["seconds"]) == ["00_setup.ipynb", "09_scaling_up.ipynb"]
+    assert record["profile"] == "smoke" and record["smoke_model_cached"] is False
+    values = fg.course_time_figures(record)
+    assert values["cpu_seconds.00"] == "12 s" and values["cpu_seconds.09"] == "60 s"
+    assert values["cpu_seconds.total"] == "1.2 min"
+    assert "cpu_seconds.05" not in values
+
+
+@pytest.mark.parametrize(("rule", "value", "shown"), [
+    (fg.percent, 0.446, "44.6%"), (fg.points, 15.4667, "+15.5"), (fg.points, -3.5, "-3.5"),
+    (fg.seconds, 192.6, "193 s"), (fg.minutes, 741.3, "12.4 min"), (fg.count, 2075, "2,075"),
+    (fg.ratio, 1.634, "1.63x"), (fg.gib, 8.14, "8.1 GiB"), (fg.megabytes, -6.2, "-6 MB"),
+    (fg.setting, 0.0001, "1e-4"), (fg.setting, 0.0, "0"), (fg.setting, 0.2, "0.2"),
+    (fg.setting, 300, "300"), (fg.setting, "dapo", "dapo"),
+])
+def test_one_formatting_rule_per_kind(rule, value, shown):
+    assert rule(value) == shown
+
+
+def test_profile_figures_follow_the_profiles():
+    from helpers.profiles import PROFILES
+
+    values = fg.profile_figures(PROFILES)
+    smoke = PROFILES["smoke"]
+    assert values["profile.smoke.tokens"] == (
+        f"{smoke.max_prompt_length}+{smoke.max_completion_length}")
+    assert values["profile.smoke.steps"] == str(smoke.max_steps)
+    assert values["profile.t4.t4_minutes"] == "25-50 min"
+    assert values["profile.t4-7b.t4_minutes"] == "2.1-3.5 h"
+    assert "profile.smoke.t4_minutes" not in values
+
+
+def test_benchmark_json_is_diff_friendly():
+    results = load_results_module()
+    text = results.dumps({"b": 0.1 + 0.2, "a": [1 / 3, {"z": 2, "y": 741.2968331190004}]})
+    assert text == ('{\n  "a": [\n    0.333333,\n    {\n      "y": 741.297,\n      "z": 2\n'
+                    '    }\n  ],\n  "b": 0.3\n}\n')
+    for path in sorted((ROOT / "runs" / "bench").glob("*.json")):
+        raw = path.read_text()
+        assert raw == results.dumps(json.loads(raw)), (
+            f"{path.name} is not in bench/_results.py's format: rerun its benchmark")
+
+
+def test_lock_figures_count_pins_not_comments():
+    lock = "# header: numpy==1 in a comment\nnumpy==2.2.6  # hold: >=2.0.2,<2.3\ntorch==2.9.0\n"
+    assert fg.lock_figures({"t4": lock}) == {"locks.t4.packages": "2"}
