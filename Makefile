@@ -14,8 +14,12 @@ course: $(STACK)
 	$(PY) scripts/run_course.py
 
 ## Lint, unit tests, and every notebook executed with nbval, in the smoke profile on any machine.
+## The smoke model is built first, once; unit tests run in two processes (a test file stays in one),
+## then the notebooks run in reading order, since 05 and 06 read what 04 trained.
 test: $(STACK) lint
-	GRPO_PROFILE=smoke $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:randomly
+	$(PY) -c "from helpers.smoke_model import ensure_smoke_model; ensure_smoke_model()"
+	GRPO_PROFILE=smoke $(PY) -m pytest tests -n 2 --dist loadfile -p no:randomly
+	GRPO_PROFILE=smoke $(PY) -m pytest notebooks --nbval-lax --nbval-current-env -p no:randomly
 
 lint: $(STACK)
 	$(PY) -m ruff check helpers tests scripts bench notebooks

@@ -62,7 +62,7 @@ def test_cpu_config_is_a_real_grpo_config_and_the_same_for_every_caller():
     assert first.to_dict() == second.to_dict()
     assert (first.use_cpu, first.bf16, first.fp16) == (True, False, False)
     assert first.max_prompt_length == SMOKE.max_prompt_length
-    assert first.save_steps == checkpoint_every(SMOKE.max_steps) == 10
+    assert first.save_steps == checkpoint_every(SMOKE.max_steps) == 20
     assert first.beta == 0.0 and first.push_to_hub is False
 
 
@@ -425,8 +425,8 @@ def test_resuming_with_other_settings_is_refused(crashed_and_resumed):
     folder = crashed_and_resumed["run_dir"] / "checkpoints"
     fingerprint = run_fingerprint(crashed_and_resumed["trainer"])
     check_resumable(folder, fingerprint)  # the same run: fine
-    with pytest.raises(TrainingConfigError, match=r"learning_rate: 0.0005 -> 0.001.*delete"):
-        check_resumable(folder, {**fingerprint, "learning_rate": 0.001})
+    with pytest.raises(TrainingConfigError, match=r"learning_rate: 0.001 -> 0.002.*delete"):
+        check_resumable(folder, {**fingerprint, "learning_rate": 0.002})
 
 
 def test_figure_and_log_survive_in_the_run_folder(crashed_and_resumed):
