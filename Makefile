@@ -13,16 +13,15 @@ $(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py $(wildc
 course: $(STACK)
 	$(PY) scripts/run_course.py
 
-## Lint, unit tests, and every notebook executed with nbval, in the smoke profile on any machine.
-## The smoke model is built first, once; unit tests run in two processes (a test file stays in one),
-## then the notebooks run in reading order, since 05 and 06 read what 04 trained.
+## Lint, then the unit tests and every notebook (nbval) in one session on two processes, in the
+## smoke profile on any machine. conftest.py groups them: a test file, a notebook, or the notebooks
+## that hand the training run on (in reading order) go whole to one process, the longest first.
 test: $(STACK) lint
-	$(PY) -c "from helpers.smoke_model import ensure_smoke_model; ensure_smoke_model()"
-	GRPO_PROFILE=smoke $(PY) -m pytest tests -n 2 --dist loadfile -p no:randomly
-	GRPO_PROFILE=smoke $(PY) -m pytest notebooks --nbval-lax --nbval-current-env -p no:randomly
+	GRPO_PROFILE=smoke $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env \
+		-n 2 --dist loadscope --no-loadscope-reorder -p no:randomly
 
 lint: $(STACK)
-	$(PY) -m ruff check helpers tests scripts bench notebooks
+	$(PY) -m ruff check conftest.py helpers tests scripts bench notebooks
 	$(PY) scripts/sync_notebooks.py --check
 
 ## Benchmarks: each prints its figures and writes runs/bench/<name>.json; then README follows them.

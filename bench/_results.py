@@ -33,12 +33,17 @@ def machine() -> dict[str, object]:
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
 
+def bench_dir() -> Path:
+    """runs/bench/, or $GRPO_BENCH_DIR (where tests/test_bench.py runs the stand-ins)."""
+    return Path(os.environ.get("GRPO_BENCH_DIR") or ROOT / "runs" / "bench")
+
+
 def write_result(name: str, result: object) -> Path:
     """Save `result` (with `machine()` when it is a dict) as runs/bench/<name>.json; say where."""
     if isinstance(result, dict):
         result = {**result, "machine": machine()}
-    out = ROOT / "runs" / "bench" / f"{name}.json"
+    out = bench_dir() / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dumps(result))
-    print(f"wrote {out.relative_to(ROOT)}")
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     return out

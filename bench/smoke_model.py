@@ -1,16 +1,24 @@
-"""The smoke model: build time and memory, warm-start accuracy, and what GRPO adds over seeds.
+"""The smoke model on several CPU float kernel paths: rebuilding it, and what GRPO adds to it.
 
-Build and load: each repeat runs in a fresh process with an empty cache, so nothing is reused;
-medians are reported. Then the warm-started model's greedy strict accuracy on the 200 held-out
-problems, and, with `--seeds N`, the learning test's run (helpers.smoke_model.grpo_gain: notebook
-04's training, notebook 05's evaluation) for GRPO seeds 0..N-1, one after another.
-Writes runs/bench/smoke_model.json.
+For each kernel path (helpers.learning.KERNEL_PATHS, each in fresh processes):
+- the recipe rebuilt from scratch into a temporary folder: warm-start steps, validation checks,
+  build seconds and peak memory, and greedy strict accuracy on the 200 held-out problems;
+- the committed model's held-out accuracy there (fixed weights: the start every machine shares);
+- `helpers.learning.grpo_gain` from the committed model for GRPO seeds 0..N-1: the training
+  notebook's run, scored as the evaluation notebook scores it, with the paired interval.
+Two processes at a time, one thread each (the machine has two cores); times are under that load.
+Writes runs/bench/smoke_model.json, whose rows README's tables show.
+
+    python bench/smoke_model.py                                # 4 kernel paths x 4 seeds
+    python bench/smoke_model.py --kernels native --seeds 2     # a quicker look
+    python bench/smoke_model.py --quick                        # seconds: the figures' shape only
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -21,109 +29,97 @@ from pathlib import Path
 from _results import write_result  # noqa: E402 (bench/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
-REPEATS = 3
+sys.path.insert(0, str(ROOT))
 
-CHILD = """
-import json, os, resource, sys, time
+from helpers.learning import KERNEL_PATHS, run_on_kernel_path  # noqa: E402
+
+REBUILD_CHILD = """
+import json, resource, sys, time
 sys.path.insert(0, {root!r})
-t0 = time.perf_counter()
-from helpers.smoke_model import ensure_smoke_model
-ensure_smoke_model()
-build_s = time.perf_counter() - t0
-build_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-from unsloth import FastLanguageModel
-from helpers.model import load_kwargs, lora_kwargs
-from helpers.profiles import PROFILES
-t1 = time.perf_counter()
-model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(PROFILES["smoke"]))
-model = FastLanguageModel.get_peft_model(model, **lora_kwargs(PROFILES["smoke"]))
-load_s = time.perf_counter() - t1
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({{"build_s": build_s, "build_peak_rss_mb": build_rss,
-                  "load_4bit_lora_s": load_s, "peak_rss_mb": peak}}))
-"""
-
-
-def one_run() -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as cache:
-        env = {"GRPO_COURSE_CACHE": cache, "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-        out = subprocess.run(
-            [sys.executable, "-c", CHILD.format(root=str(ROOT))],
-            capture_output=True, text=True, env=env, check=True,
-        ).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-SEEDS_CHILD = """
-import json, sys, tempfile
-sys.path.insert(0, {root!r})
-from unsloth import FastLanguageModel  # noqa: F401
-import torch
-torch.set_num_threads(1)
-from helpers.smoke_model import grpo_gain
-with tempfile.TemporaryDirectory() as out:
-    gain = grpo_gain(out, seed={seed})
-gain.pop("log_history")
-print(json.dumps(gain))
-"""
-
-ACCURACY_CHILD = """
-import json, sys
-sys.path.insert(0, {root!r})
-import torch
-torch.set_num_threads(1)
+from pathlib import Path
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from helpers.data import extract_gold_answer, load_gsm8k
-from helpers.evaluation import build_prompts, decoding_settings, generate_hf, score
-from helpers.profiles import PROFILES
-from helpers.smoke_model import ensure_smoke_model
-profile = PROFILES["smoke"]
-path = ensure_smoke_model()
-model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-rows = list(load_gsm8k("test", profile))
-prompts = build_prompts(tokenizer, [row["question"] for row in rows])
-generations = generate_hf(model, tokenizer, prompts, decoding_settings(profile), "warm start")
-report = score(generations, [extract_gold_answer(row["answer"]) for row in rows])
-print(json.dumps({{"n": report["n"], "strict": report["strict"]["accuracy"],
-                  "format": report["format_rate"]}}))
+from helpers.hardware import cpu_kernel_path
+from helpers.smoke_model import build_smoke_model, ensure_smoke_model, validation_accuracy
+from helpers.synthetic import synthetic_split
+
+def held_out(path):
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    return validation_accuracy(model, AutoTokenizer.from_pretrained(path),
+                               synthetic_split("test", 200))
+
+row = {{"kernel": cpu_kernel_path(), "committed_strict": held_out(ensure_smoke_model())}}
+if {rebuild!r}:
+    start = time.perf_counter()
+    manifest = build_smoke_model(Path({out!r}))
+    row.update(build_s=time.perf_counter() - start, steps=manifest["warm_start_steps"],
+               checks=manifest["validation_checks"], rebuilt_strict=held_out({out!r}),
+               build_peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(json.dumps(row))
 """
 
 
-def child_json(code: str) -> dict:
-    """Run `code` in a fresh interpreter and parse the JSON on its last line of output."""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def rebuild_row(kernel: str, rebuild: bool) -> dict:
+    """The committed model's accuracy on `kernel`, and (if asked) a fresh build's figures there."""
+    with tempfile.TemporaryDirectory() as folder:
+        code = REBUILD_CHILD.format(root=str(ROOT), rebuild=rebuild, out=f"{folder}/smoke")
+        env = {**os.environ, **KERNEL_PATHS[kernel]}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, check=True).stdout
+    return {"name": kernel, **json.loads(out.strip().splitlines()[-1])}
 
 
-def main(seeds: int = 0) -> dict[str, float]:
-    runs = [one_run() for _ in range(REPEATS)]
-    result = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    result["repeats"] = REPEATS
-    for key, value in result.items():
-        print(f"{key:<20} {value:10.2f}")
-    warm = child_json(ACCURACY_CHILD.format(root=str(ROOT)))
-    print(f"warm start: {warm['strict']:.1%} strict on {warm['n']} held-out problems")
-    learning = []
-    # Two seeds at a time, one thread each (the machine has two cores); times are under that load.
+def learning_row(kernel: str, seed: int, max_steps: int | None) -> dict:
+    gain = run_on_kernel_path(kernel, seed=seed, max_steps=max_steps)
+    print(f"{kernel:<15} seed {seed}: {gain['base']:.1%} -> {gain['trained']:.1%} "
+          f"({100 * gain['gain']:+.1f} points, CI {100 * gain['ci_low']:+.1f} to "
+          f"{100 * gain['ci_high']:+.1f}), {gain['fixed']} fixed, {gain['broken']} broken, "
+          f"{gain['train_seconds']:.0f} s of training", flush=True)
+    return {"kernel_path": kernel, "seed": seed, **gain}
+
+
+def summary(learning: list[dict]) -> dict[str, dict[str, float]]:
+    """Per kernel path: the lowest, median and highest gain in points."""
+    out = {}
+    for kernel in dict.fromkeys(row["kernel_path"] for row in learning):
+        points = [100 * row["gain"] for row in learning if row["kernel_path"] == kernel]
+        out[kernel] = {"min": min(points), "median": statistics.median(points), "max": max(points)}
+    return out
+
+
+def main(kernels: list[str], seeds: int, rebuild: bool = True, max_steps: int | None = None):
     with ThreadPoolExecutor(2) as pool:
-        gains = pool.map(lambda seed: child_json(SEEDS_CHILD.format(root=str(ROOT), seed=seed)),
-                         range(seeds))
-    for seed, gain in enumerate(gains):
-        learning.append({"seed": seed, **gain})
-        print(f"seed {seed}: {gain['base']:.1%} -> {gain['trained']:.1%} "
-              f"({100 * gain['gain']:+.1f} points, CI {100 * gain['ci_low']:+.1f} to "
-              f"{100 * gain['ci_high']:+.1f}), {gain['fixed']} fixed, {gain['broken']} broken, "
-              f"{gain['train_seconds']:.0f} s of training", flush=True)
-    if learning:
-        points = [100 * run["gain"] for run in learning]
-        print(f"gain over {seeds} seeds: min {min(points):+.1f}, median "
-              f"{statistics.median(points):+.1f}, max {max(points):+.1f} points")
-    write_result("smoke_model", {"medians": result, "runs": runs, "warm_start": warm,
-                                 "learning": learning})
+        builds = list(pool.map(lambda k: rebuild_row(k, rebuild), kernels))
+        for row in builds:
+            rebuilt = (f"; rebuilt in {row['steps']} steps ({row['build_s']:.0f} s): "
+                       f"{row['rebuilt_strict']:.1%}" if rebuild else "")
+            print(f"{row['name']:<15} ({row['kernel']['capability']}): committed model "
+                  f"{row['committed_strict']:.1%} held-out{rebuilt}", flush=True)
+        jobs = [(kernel, seed) for kernel in kernels for seed in range(seeds)]
+        learning = list(pool.map(lambda job: learning_row(*job, max_steps), jobs))
+    spread = summary(learning)
+    for kernel, s in spread.items():
+        print(f"{kernel:<15} gain over {seeds} seeds: min {s['min']:+.1f}, median "
+              f"{s['median']:+.1f}, max {s['max']:+.1f} points")
+    result = {"kernel_paths": builds, "learning": learning, "spread": spread, "seeds": seeds,
+              "max_steps": max_steps or "profile", "rebuilt": rebuild}
+    write_result("smoke_model", result)
     return result
 
 
-if __name__ == "__main__":
+def cli(argv: list[str] | None = None) -> dict:
+    """The command line (`make bench` passes no arguments: the full grid)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=0, help="GRPO seeds to train (~minutes each)")
-    main(parser.parse_args().seeds)
+    parser.add_argument("--kernels", nargs="+", choices=list(KERNEL_PATHS),
+                        default=list(KERNEL_PATHS))
+    parser.add_argument("--seeds", type=int, default=4, help="GRPO seeds per kernel path")
+    parser.add_argument("--no-rebuild", action="store_true", help="skip rebuilding the model")
+    parser.add_argument("--quick", action="store_true",
+                        help="native only, 1 seed of 2 steps, no rebuild: checks the plumbing")
+    a = parser.parse_args(argv)
+    if a.quick:
+        return main(["native"], 1, rebuild=False, max_steps=2)
+    return main(a.kernels, a.seeds, rebuild=not a.no_rebuild)
+
+
+if __name__ == "__main__":
+    cli()

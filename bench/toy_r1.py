@@ -1,22 +1,27 @@
 """Toy R1 on a CPU: cold-start SFT, then GRPO from scratch, against three controls.
 
-For each seed: a fresh 1M-parameter model, SFT until 30% training accuracy (cached on disk by
-recipe and seed), then from those same weights GRPO and three controls with the same number of
-optimiser updates: more SFT on labels, rejection-sampling fine-tuning (RFT), and GRPO with a random
-reward. The first version of RFT runs too, as the evidence for its diagnosis. Held-out greedy
-accuracy on 500 problems. Seeds run in separate processes, one thread each. Writes
-runs/bench/toy_r1.json, whose tables notebook 08 (section 4) prints beside its own one-seed run.
+For each CPU float kernel path (helpers.learning.KERNEL_PATHS) and seed: a fresh 1M-parameter
+model, SFT until 30% training accuracy (cached on disk by recipe, seed and kernel path), then from
+those same weights GRPO and three controls with the same number of optimiser updates: more SFT on
+labels, rejection-sampling fine-tuning (RFT), and GRPO with a random reward. The first version of
+RFT runs too, as the evidence for its diagnosis. Held-out greedy accuracy on 500 problems. Each
+(kernel path, seed) runs in a fresh process (torch picks its kernels at import), one thread, two at
+a time. Writes runs/bench/toy_r1.json: the native path's seeds at the top level (notebook 08,
+section 4, prints them beside its own run) and every path's under `by_kernel`.
 
-    python bench/toy_r1.py                       # 3 seeds, the recipe's default steps
-    python bench/toy_r1.py --rl-steps 100 --seeds 0 --no-diagnosis
+    python bench/toy_r1.py                                   # 4 kernel paths x 3 seeds
+    python bench/toy_r1.py --kernels native --seeds 0 --rl-steps 100 --no-diagnosis
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -25,65 +30,88 @@ from _results import write_result  # noqa: E402 (bench/ is on sys.path)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from helpers.learning import KERNEL_PATHS  # noqa: E402
 from helpers.toy_r1 import (  # noqa: E402
     ToyRecipe,
     first_update_table,
     results_table,
     rft_table,
-    run_seed,
 )
 
 MEANS = ["acc_before", "acc_after_grpo", "acc_after_sft_control", "acc_after_rft",
          "acc_after_random_reward", "acc_after_rft_first_version"]
 
+CHILD = """
+import json, sys
+sys.path.insert(0, {root!r})
+from helpers.toy_r1 import ToyRecipe, run_seed
+recipe = ToyRecipe(rl_steps={rl_steps})
+print(json.dumps(run_seed({seed}, recipe, controls=True, diagnose_rft={diagnose})))
+"""
 
-def one_seed(seed: int, recipe: ToyRecipe, diagnose: bool) -> dict:
-    return run_seed(seed, recipe, controls=True, diagnose_rft=diagnose)
+
+def one_seed(kernel: str, seed: int, recipe: ToyRecipe, diagnose: bool) -> dict:
+    """One seed's row, computed in a fresh process on `kernel`."""
+    code = CHILD.format(root=str(ROOT), rl_steps=recipe.rl_steps, seed=seed, diagnose=diagnose)
+    env = {**os.environ, **KERNEL_PATHS[kernel]}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    print(f"{kernel:<15} seed {seed}: cold start {row['acc_before']:.1%} -> GRPO "
+          f"{row['acc_after_grpo']:.1%}", flush=True)
+    return row
 
 
-def summary(rows: list[dict], recipe: ToyRecipe, wall_s: float) -> dict:
-    """Means over seeds, the GRPO gain in points, the recipe, and every seed's row."""
+def summary(rows: list[dict]) -> dict:
+    """Means over seeds, the GRPO gain in points, and every seed's row."""
     keys = [k for k in MEANS if k in rows[0]]
     result: dict = {k: sum(r[k] for r in rows) / len(rows) for k in keys}
     result["gain_grpo_points"] = 100 * (result["acc_after_grpo"] - result["acc_before"])
-    result.update({
-        "wall_s": wall_s, "budget": "optimiser updates",
-        "recipe": {k: v for k, v in asdict(recipe).items() if k != "grpo"},
-        "grpo_settings": asdict(recipe.grpo), "seeds": rows,
-    })
-    return result
+    return {**result, "seeds": rows}
 
 
-def main(seeds: tuple[int, ...] = (0, 1, 2), rl_steps: int | None = None, workers: int = 2,
+def main(kernels: list[str], seeds: list[int], rl_steps: int | None = None,
          diagnose: bool = True) -> dict:
     recipe = ToyRecipe() if rl_steps is None else replace(ToyRecipe(), rl_steps=rl_steps)
-    start, rows = time.perf_counter(), []
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for row in pool.map(one_seed, seeds, [recipe] * len(seeds), [diagnose] * len(seeds)):
-            rows.append(row)
-            if len(rows) < len(seeds):  # a long run keeps what it has if it is stopped
-                write_result("toy_r1", {**summary(rows, recipe, time.perf_counter() - start),
-                                        "partial": True})
-    result = summary(rows, recipe, time.perf_counter() - start)
-    print(results_table(rows))
-    print(f"\nmean GRPO gain: {result['gain_grpo_points']:+.1f} points held-out "
-          f"({recipe.rl_steps} updates for GRPO and for each control)")
+    start = time.perf_counter()
+    jobs = [(kernel, seed) for kernel in kernels for seed in seeds]
+    with ThreadPoolExecutor(2) as pool:
+        rows = list(pool.map(lambda job: one_seed(*job, recipe, diagnose), jobs))
+    by_kernel = {kernel: summary([row for (k, _), row in zip(jobs, rows, strict=True)
+                                  if k == kernel]) for kernel in kernels}
+    first = by_kernel[kernels[0]]  # the top level: native's, as notebook 08 reads it
+    result = {**first, "kernel_path": kernels[0], "by_kernel": by_kernel,
+              "wall_s": time.perf_counter() - start, "budget": "optimiser updates",
+              "recipe": {k: v for k, v in asdict(recipe).items() if k != "grpo"},
+              "grpo_settings": asdict(recipe.grpo)}
+    print(results_table(first["seeds"]))
+    for kernel, s in by_kernel.items():
+        print(f"{kernel:<15} mean GRPO gain {s['gain_grpo_points']:+.1f} points held-out "
+              f"({s['acc_before']:.1%} -> {s['acc_after_grpo']:.1%}; extra SFT "
+              f"{s['acc_after_sft_control']:.1%}, RFT {s['acc_after_rft']:.1%}, random reward "
+              f"{s['acc_after_random_reward']:.1%})")
     if diagnose:
-        print("\nRFT diagnosis: what each version trained on\n" + rft_table(rows))
+        print("\nRFT diagnosis: what each version trained on\n" + rft_table(first["seeds"]))
         print("\nOne labelled SFT update with a fresh AdamW, from the cold start\n"
-              + first_update_table(rows))
+              + first_update_table(first["seeds"]))
     print(f"\nwall {result['wall_s']:.0f} s")
     write_result("toy_r1", result)
     return result
 
 
-if __name__ == "__main__":
+def cli(argv: list[str] | None = None) -> dict:
+    """The command line (`make bench` passes no arguments: every kernel path, three seeds)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", nargs="+", choices=list(KERNEL_PATHS),
+                        default=list(KERNEL_PATHS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rl-steps", type=int, default=None,
                         help="GRPO updates, and each control's (default: the recipe's)")
-    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-diagnosis", action="store_true",
                         help="skip the first version of RFT")
-    a = parser.parse_args()
-    main(tuple(a.seeds), a.rl_steps, a.workers, not a.no_diagnosis)
+    a = parser.parse_args(argv)
+    return main(a.kernels, a.seeds, a.rl_steps, not a.no_diagnosis)
+
+
+if __name__ == "__main__":
+    cli()

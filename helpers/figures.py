@@ -108,6 +108,11 @@ def toy_r1_figures(data: dict[str, Any]) -> dict[str, str]:
         out[f"{seed}.cold_start_steps"] = count(row["cold_start"]["steps"])
         for lr, acc in row.get("acc_after_one_sft_update", {}).items():
             out[f"{seed}.one_sft_update.lr{setting(float(lr))}"] = percent(acc)
+    for kernel, means in data.get("by_kernel", {}).items():
+        key = f"toy_r1.{kernel}"
+        out |= {f"{key}.mean.{k}": percent(v) for k, v in means.items() if k.startswith("acc_")}
+        out[f"{key}.gain_grpo_points"] = points(means["gain_grpo_points"])
+        out[f"{key}.seeds"] = str(len(means["seeds"]))
     first = [row["rft_first_version"]["updates"] for row in data["seeds"]
              if "rft_first_version" in row]
     if first:
@@ -147,33 +152,43 @@ def grpo_vs_trl_figures(data: dict[str, Any]) -> dict[str, str]:
 
 
 def smoke_model_figures(data: dict[str, Any]) -> dict[str, str]:
-    """bench/smoke_model.py: build time and memory (medians), the warm start's accuracy."""
-    medians, warm = data["medians"], data["warm_start"]
-    return ({"smoke_model.build": seconds(medians["build_s"]),
-             "smoke_model.build_peak_rss": megabytes(medians["build_peak_rss_mb"]),
-             "smoke_model.load_4bit_lora": seconds(medians["load_4bit_lora_s"]),
-             "smoke_model.repeats": str(medians["repeats"]),
-             "smoke_model.warm_start_strict": percent(warm["strict"]),
-             "smoke_model.warm_start_n": str(warm["n"])}
-            | learning_figures(data.get("learning", [])) | machine_figures("smoke_model", data))
+    """bench/smoke_model.py: per CPU kernel path, the rebuild, the committed start, GRPO's gains."""
+    out: dict[str, str] = {"smoke_model.kernel_paths": str(len(data["kernel_paths"])),
+                           "smoke_model.seeds": str(data["seeds"])}
+    for row in data["kernel_paths"]:
+        key = f"smoke_model.{row['name']}"
+        out |= {f"{key}.capability": row["kernel"]["capability"],
+                f"{key}.committed_strict": percent(row["committed_strict"])}
+        if "rebuilt_strict" in row:
+            out |= {f"{key}.rebuild.steps": count(row["steps"]),
+                    f"{key}.rebuild.strict": percent(row["rebuilt_strict"]),
+                    f"{key}.rebuild.validation": percent(row["checks"][-1][1]),
+                    f"{key}.rebuild.seconds": seconds(row["build_s"]),
+                    f"{key}.rebuild.peak_rss": megabytes(row["build_peak_rss_mb"])}
+    return out | learning_figures(data["learning"]) | machine_figures("smoke_model", data)
 
 
 def learning_figures(runs: list[dict[str, Any]]) -> dict[str, str]:
-    """bench/smoke_model.py --seeds N: each seed's paired result, and the spread of the gains."""
+    """Each (kernel path, seed)'s paired result, and the spread of the gains per path and in all."""
     out: dict[str, str] = {}
     for run in runs:
-        key = f"smoke_model.seed{run['seed']}"
+        key = f"smoke_model.{run['kernel_path']}.seed{run['seed']}"
         out |= {f"{key}.base": percent(run["base"]), f"{key}.trained": percent(run["trained"]),
                 f"{key}.gain": points(100 * run["gain"]),
                 f"{key}.ci_low": points(100 * run["ci_low"]),
                 f"{key}.ci_high": points(100 * run["ci_high"]), f"{key}.fixed": str(run["fixed"]),
                 f"{key}.broken": str(run["broken"]),
                 f"{key}.train_seconds": seconds(run["train_seconds"])}
+    groups: dict[str, list[float]] = {"smoke_model": [100 * run["gain"] for run in runs]}
+    for run in runs:
+        groups.setdefault(f"smoke_model.{run['kernel_path']}", []).append(100 * run["gain"])
+    for key, gains in groups.items():
+        if gains:
+            out |= {f"{key}.gain_min": points(min(gains)), f"{key}.gain_max": points(max(gains)),
+                    f"{key}.gain_median": points(statistics.median(gains))}
     if runs:
-        gains = sorted(run["gain"] for run in runs)
-        out |= {"smoke_model.seeds": str(len(runs)), "smoke_model.gain_min": points(100 * gains[0]),
-                "smoke_model.gain_median": points(100 * statistics.median(gains)),
-                "smoke_model.gain_max": points(100 * gains[-1])}
+        out["smoke_model.runs"] = str(len(runs))
+        out["smoke_model.base"] = percent(runs[0]["base"])  # the committed start, in 4-bit
     return out
 
 

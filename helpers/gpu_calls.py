@@ -197,9 +197,9 @@ SMOKE = "always the smoke profile (the tiny offline model): CI runs this very ca
 STOCK_CALLS: list[StockCall] = [
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", TRL_PROOF),
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", TRL_PROOF),
-    StockCall("helpers/smoke_model.py", "grpo_gain", "FastLanguageModel.from_pretrained", SMOKE),
-    StockCall("helpers/smoke_model.py", "grpo_gain", "FastLanguageModel.get_peft_model", SMOKE),
-    StockCall("helpers/smoke_model.py", "grpo_gain", "GRPOTrainer", SMOKE),
+    StockCall("helpers/learning.py", "grpo_gain", "FastLanguageModel.from_pretrained", SMOKE),
+    StockCall("helpers/learning.py", "grpo_gain", "FastLanguageModel.get_peft_model", SMOKE),
+    StockCall("helpers/learning.py", "grpo_gain", "GRPOTrainer", SMOKE),
 ]
 
 

@@ -95,3 +95,23 @@ def use_one_cpu_thread(hw: Hardware) -> None:
         import torch
 
         torch.set_num_threads(1)
+
+
+# The environment variables that pick another float kernel path on the same CPU (README, "What
+# differs from machine to machine"): torch's vectorised kernels, and MKL's reproducibility mode.
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "MKL_CBWR")
+
+
+def cpu_kernel_path() -> dict[str, str | None]:
+    """Which CPU float kernels torch runs here: its vector capability and the variables above."""
+    import os
+    import platform
+
+    import torch
+
+    return {
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "machine": platform.machine(),
+        "torch": torch.__version__,
+        **{name: os.environ.get(name) for name in KERNEL_ENV},
+    }

@@ -77,16 +77,24 @@ def generate_problems(n: int, seed: int = 0) -> list[Row]:
     return [rng.choice(TEMPLATES)(rng) for _ in range(n)]
 
 
-SPLIT_SEEDS = {"train": 1234, "test": 98765}
-TRAIN_POOL = 5_000  # no test question is among the first TRAIN_POOL training questions
+SPLIT_SEEDS = {"train": 1234, "test": 98765, "validation": 24680}
+TRAIN_POOL = 5_000  # no test or validation question is among the first TRAIN_POOL training ones
+TEST_POOL = 1_000  # nor is any validation question among the first TEST_POOL test ones
 
 
 def synthetic_split(split: str, n: int) -> list[Row]:
-    """Train and test draw from different seeds; test drops any question training could see."""
+    """Each split draws from its own seed; test and validation drop questions another split holds.
+
+    Test drops what training could see; validation (the smoke model's warm start stops on it)
+    also drops every test question, so choosing when to stop never looks at the test set.
+    """
     if split not in SPLIT_SEEDS:
-        raise ValueError(f"Unknown split {split!r}: use 'train' or 'test'.")
+        raise ValueError(f"Unknown split {split!r}: use one of {', '.join(SPLIT_SEEDS)}.")
     if split == "train":
         return generate_problems(n, seed=SPLIT_SEEDS["train"])
     seen = {row["question"] for row in generate_problems(TRAIN_POOL, seed=SPLIT_SEEDS["train"])}
-    rows = generate_problems(2 * n + 100, seed=SPLIT_SEEDS["test"])  # ~1% collide: ample spare
+    if split == "validation":
+        seen |= {row["question"] for row in synthetic_split("test", TEST_POOL)}
+    rows = generate_problems(2 * n + 100, seed=SPLIT_SEEDS[split])  # few collide: ample spare
     return [row for row in rows if row["question"] not in seen][:n]
+

@@ -38,6 +38,7 @@ from helpers.grpo_scratch import (
     rollout,
     train_step,
 )
+from helpers.hardware import cpu_kernel_path
 from helpers.paths import cache_root
 
 PAD, EOS = "<pad>", "<eos>"
@@ -236,8 +237,11 @@ class ToyRecipe:
         """A hash of everything that shapes the cold-start weights, for the on-disk cache."""
         fields = {k: getattr(self, k) for k in ("cold_start_target", "cold_start_max_steps",
                                                 "cold_start_check_every", "sft_lr", "sft_batch")}
+        # The float kernel path too: the same recipe gives other weights on another one.
+        kernel = {k: v for k, v in cpu_kernel_path().items() if k not in ("machine", "torch")}
         blob = json.dumps({**fields, "seed": seed, "model": MODEL_SHAPE, "chars": CHARS,
-                           "split_seed": SPLIT_SEED, "version": COLD_START_VERSION}, sort_keys=True)
+                           "split_seed": SPLIT_SEED, "version": COLD_START_VERSION,
+                           "kernel": kernel}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

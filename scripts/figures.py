@@ -1,4 +1,4 @@
-"""Fill, or check, every `<!-- fig:KEY -->VALUE<!-- /fig -->` figure in README and the notebooks.
+"""Fill, or check, every `<!-- fig:KEY -->VALUE<!-- /fig -->` in README, docs/ and the notebooks.
 
     python scripts/figures.py            # rewrite each VALUE from helpers/figures.py (make figures)
     python scripts/figures.py --check    # fail, naming the fix, on a wrong VALUE, key or source
@@ -23,8 +23,9 @@ from helpers.figures import SOURCES, check_text, compute, fill_text, keys_in  # 
 
 
 def documents(root: Path) -> list[Path]:
-    """The files whose prose may cite figures: README and every notebook."""
-    return [root / "README.md", *sorted((root / "notebooks").glob("*.ipynb"))]
+    """The files whose prose may cite figures: README, docs/ and every notebook."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")),
+            *sorted((root / "notebooks").glob("*.ipynb"))]
 
 
 def texts(path: Path) -> list[tuple[str, str]]:

@@ -117,7 +117,7 @@ def test_notebook_markers_are_filled_in_markdown_cells_only(tmp_path: Path):
     ])
     path = root / "notebooks" / "07_toy.ipynb"
     path.write_text(nbformat.writes(nb) + "\n")
-    record = run_course.course_times({"07_toy.ipynb": 41.26, "00_setup.ipynb": 9.0}, True)
+    record = run_course.course_times({"07_toy.ipynb": 41.26, "00_setup.ipynb": 9.0})
     (root / "runs" / "bench").mkdir(parents=True)
     (root / "runs" / "bench" / "course_times.json").write_text(json.dumps(record))
 
@@ -142,9 +142,9 @@ def test_a_marker_in_a_code_span_is_an_example_or_a_mistake(tmp_path: Path):
 
 
 def test_cpu_seconds_keys_come_from_the_notebook_files_recorded():
-    record = run_course.course_times({"09_scaling_up.ipynb": 60.0, "00_setup.ipynb": 12.4}, False)
+    record = run_course.course_times({"09_scaling_up.ipynb": 60.0, "00_setup.ipynb": 12.4})
     assert list(record["seconds"]) == ["00_setup.ipynb", "09_scaling_up.ipynb"]
-    assert record["profile"] == "smoke" and record["smoke_model_cached"] is False
+    assert record["profile"] == "smoke" and record["cache"] == "empty"
     values = fg.course_time_figures(record)
     assert values["cpu_seconds.00"] == "12 s" and values["cpu_seconds.09"] == "60 s"
     assert values["cpu_seconds.total"] == "1.2 min"

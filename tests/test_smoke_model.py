@@ -1,28 +1,47 @@
-"""The offline tiny model: built once, tags are plain tokens, and it survives save and load."""
+"""The committed tiny model: it matches its recipe, lands in its band, and round-trips; the recipe
+stops its warm start on the validation target."""
+
+import shutil
 
 import pytest
 import torch
 
+import helpers.smoke_model as smoke
 from helpers.data import FORMAT_TAGS, make_prompt
-from helpers.smoke_model import RECIPE, ensure_smoke_model, smoke_model_dir
+from helpers.smoke_model import RECIPE, SmokeModelError, check_model_folder, ensure_smoke_model
 
 
 @pytest.fixture(scope="module")
 def built():
-    return ensure_smoke_model()  # the shared cache: built once per machine
+    return ensure_smoke_model()
 
 
-def test_build_is_cached(built):
-    stamp = (built / "config.json").stat().st_mtime_ns
-    assert ensure_smoke_model() == built
-    assert (built / "config.json").stat().st_mtime_ns == stamp
-    assert not list(built.parent.glob(f"{built.name}.partial*"))
+def test_the_committed_model_matches_its_recipe_and_manifest(built):
+    manifest = check_model_folder(built)
+    assert manifest["recipe"] == RECIPE
+    assert set(manifest["files"]) >= {"config.json", "model.safetensors", "tokenizer.json"}
+    step, accuracy = manifest["validation_checks"][-1]
+    assert step == manifest["warm_start_steps"] and accuracy >= RECIPE["warm_start_target"]
 
 
-def test_recipe_change_means_a_new_folder(tmp_path, monkeypatch):
-    before = smoke_model_dir(tmp_path)
+def test_a_changed_recipe_is_refused_until_the_model_is_rebuilt(built, monkeypatch):
     monkeypatch.setitem(RECIPE, "hidden_size", 32)
-    assert smoke_model_dir(tmp_path) != before
+    with pytest.raises(SmokeModelError, match=r"differs in hidden_size\): run `python -m "
+                                              r"helpers\.smoke_model --rebuild`"):
+        ensure_smoke_model()
+
+
+def test_damaged_or_missing_files_are_refused_with_the_fix(built, tmp_path):
+    copy = tmp_path / "smoke"
+    shutil.copytree(built, copy)
+    check_model_folder(copy)
+    weights = copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # what a Git LFS pointer or cut copy leaves
+    with pytest.raises(SmokeModelError, match="differ from its manifest.json .*git checkout"):
+        check_model_folder(copy)
+    (copy / "manifest.json").unlink()
+    with pytest.raises(SmokeModelError, match="manifest.json is missing.*--rebuild"):
+        check_model_folder(copy)
 
 
 def test_round_trip_gives_identical_logits(built, tmp_path):
@@ -37,23 +56,35 @@ def test_round_trip_gives_identical_logits(built, tmp_path):
     assert 500_000 < sum(p.numel() for p in loaded.parameters()) < 2_000_000
 
 
-def test_warm_start_lands_in_its_accuracy_band(built):
-    """Format learned, and some answers right, some wrong: GRPO's groups need both to learn."""
+def test_the_warm_start_lands_in_its_accuracy_band(built):
+    """Format learned, and some answers right, some wrong: GRPO's groups need both to learn.
+
+    The committed weights scored 39.0-39.5% strict on these 200 problems on all four kernel paths
+    measured (native AVX-512, AVX2, torch's default kernels, MKL_CBWR=COMPATIBLE; README): greedy
+    decoding of fixed weights moves at most a problem or two between paths, far inside 30-50%.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.data import extract_gold_answer
-    from helpers.evaluation import DecodingSettings, build_prompts, generate_hf, score
     from helpers.synthetic import synthetic_split
 
     tokenizer = AutoTokenizer.from_pretrained(built)
     model = AutoModelForCausalLM.from_pretrained(built).eval()
-    rows = synthetic_split("test", 100)
-    prompts = build_prompts(tokenizer, [row["question"] for row in rows])
-    settings = DecodingSettings(max_new_tokens=48, batch_size=50)
-    generations = generate_hf(model, tokenizer, prompts, settings, "warm start")
-    report = score(generations, [extract_gold_answer(row["answer"]) for row in rows])
-    assert report["format_rate"] >= 0.95
-    assert 0.25 <= report["strict"]["accuracy"] <= 0.55, report["strict"]
+    accuracy = smoke.validation_accuracy(model, tokenizer, synthetic_split("test", 200))
+    assert 0.30 <= accuracy <= 0.50, accuracy
+
+
+def test_the_warm_start_stops_at_the_first_check_on_target(monkeypatch):
+    """Real training steps, a scripted validation accuracy: the rule, not the numbers."""
+    for key, value in {"warm_start_first_check": 2, "warm_start_check_every": 2,
+                       "warm_start_max_steps": 8, "warm_start_batch": 4}.items():
+        monkeypatch.setitem(RECIPE, key, value)
+    tokenizer = smoke.build_tokenizer()
+    scripted = iter([0.10, 0.39, 0.41, 0.90])
+    trace = smoke.warm_start(smoke.build_model(tokenizer), tokenizer, lambda model: next(scripted))
+    assert trace["steps"] == 6 and [step for step, _ in trace["checks"]] == [2, 4, 6]
+    assert len(trace["losses"]) == 6 and all(loss > 0 for loss in trace["losses"])
+    with pytest.raises(SmokeModelError, match="did not reach 40% validation accuracy in 8 steps"):
+        smoke.warm_start(smoke.build_model(tokenizer), tokenizer, lambda model: 0.2)
 
 
 def test_numbers_are_one_token_per_digit(built):

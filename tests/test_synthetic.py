@@ -9,6 +9,7 @@ from helpers.synthetic import (
     FIRST,
     SECOND,
     TEMPLATES,
+    TEST_POOL,
     TRAIN_POOL,
     generate_problems,
     synthetic_split,
@@ -75,8 +76,16 @@ def test_test_split_is_held_out_from_train():
     assert len(test) == 300 and not any(q in train for q in test)
 
 
+def test_validation_split_is_held_out_from_train_and_test():
+    """The smoke model's warm start stops on validation accuracy: it must never see test rows."""
+    train = {row["question"] for row in synthetic_split("train", TRAIN_POOL)}
+    test = {row["question"] for row in synthetic_split("test", TEST_POOL)}
+    validation = [row["question"] for row in synthetic_split("validation", 200)]
+    assert len(validation) == 200 and not (set(validation) & (train | test))
+
+
 def test_bad_arguments_fail_clearly():
-    with pytest.raises(ValueError, match="'train' or 'test'"):
-        synthetic_split("validation", 3)
+    with pytest.raises(ValueError, match="'validation'.*use one of train, test, validation"):
+        synthetic_split("'validation'", 3)
     with pytest.raises(ValueError, match="n must be"):
         generate_problems(-1)

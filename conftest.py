@@ -1,0 +1,53 @@
+"""`make test` runs the unit tests and the notebooks in one pytest session on two processes.
+
+pytest-xdist sends each group whole to one process (the scheduler below), in the order collected:
+- a test file is one group, so its module fixtures are built once;
+- a notebook is one group, since its cells share one kernel;
+- the notebooks that hand a run on (training, then evaluation, then export) are one group, in order;
+- the longest groups come first, so that no process is left alone with a long one at the end.
+(xdist's own `--dist loadgroup` cannot do this with pytest 9, whose test ids it no longer rewrites.)
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import pytest
+
+# Notebooks that read what the one before wrote (the training run): one process, in this order.
+RUN_CHAIN = ("04_grpo_training", "05_evaluation", "06_save_and_use")
+RUN_CHAIN_GROUP = "notebooks/training-evaluation-export"
+# Groups that take a minute or more on a 2-core machine (`pytest --durations`), longest first.
+LONG_FIRST = (
+    RUN_CHAIN_GROUP,
+    "notebooks/08_r1_recipe_toy.ipynb",
+    "tests/test_learning.py",
+    "tests/test_faults.py",
+    "tests/test_colab_journey.py",
+    "tests/test_train_script.py",
+)
+
+
+def group_of(nodeid: str) -> str:
+    """The group of a test id: its file, or the run chain for the notebooks in it."""
+    path = nodeid.split("::", 1)[0]
+    return RUN_CHAIN_GROUP if PurePosixPath(path).stem in RUN_CHAIN else path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        group = group_of(item.nodeid)
+        return LONG_FIRST.index(group) if group in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: each group keeps its own order
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist's scope scheduler with our groups as the scopes (run with --no-loadscope-reorder)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
