@@ -14,6 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from helpers.plotting import HELDOUT_KEY
 from helpers.training import format_eta, save_adapter
 
 
@@ -64,3 +65,58 @@ class StepTimer(TrainerCallback):
     def seconds_per_step(self) -> float:
         """The median of the last `window` steps: robust to one slow step (a checkpoint save)."""
         return statistics.median(self.durations[-self.window :]) if self.durations else 0.0
+
+
+class HeldOutAccuracy(TrainerCallback):
+    """Greedy strict accuracy on held-out problems, before the first step and every `every` steps.
+
+    Each measurement goes into `state.log_history` as `heldout/strict` (helpers.plotting draws it,
+    log_history.json keeps it). The random state is put back afterwards, so a run trains exactly
+    as it would without this callback. On a GPU with vLLM the adapter is saved and served to vLLM,
+    as the evaluation notebook does; elsewhere `model.generate` runs with the adapter on.
+    """
+
+    def __init__(self, tokenizer: Any, rows: list[dict[str, str]], settings: Any,
+                 run_dir: Path, every: int) -> None:
+        from helpers.data import extract_gold_answer
+        from helpers.evaluation import build_prompts
+
+        self.tokenizer, self.settings, self.every = tokenizer, settings, max(1, every)
+        self.prompts = build_prompts(tokenizer, [row["question"] for row in rows])
+        self.golds = [extract_gold_answer(row["answer"]) for row in rows]
+        self.adapter_dir = Path(run_dir) / "heldout-adapter"
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+        if not any(HELDOUT_KEY in entry for entry in state.log_history):  # not on a resume
+            self.measure(model, state)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+        if state.global_step % self.every == 0 or state.global_step >= state.max_steps:
+            self.measure(model, state)
+
+    def measure(self, model: Any, state: Any) -> float:
+        """Score the model now; append {step, heldout/strict, heldout/n} to the log."""
+        import torch
+
+        from helpers.evaluation import generate_side, score
+
+        cpu_rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+        training = model.training
+        model.eval()
+        try:
+            if getattr(model, "vllm_engine", None) is not None:
+                # vLLM reads the adapter from disk; unsloth gives each load a new LoRA id, so the
+                # same folder serves every measurement (unsloth_zoo vllm_utils.load_lora).
+                model.save_pretrained(str(self.adapter_dir))
+            outputs = generate_side(model, self.tokenizer, self.prompts, self.settings, "trained",
+                                    self.adapter_dir)
+        finally:
+            model.train(training)
+            torch.set_rng_state(cpu_rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
+        accuracy = score(outputs, self.golds)["strict"]["accuracy"]
+        state.log_history.append({"step": state.global_step, HELDOUT_KEY: accuracy,
+                                  "heldout/n": len(self.golds)})
+        return accuracy

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 LogHistory = list[dict[str, Any]]
 REWARD_PREFIX = "rewards/"
+HELDOUT_KEY = "heldout/strict"  # greedy strict accuracy on held-out problems (HeldOutAccuracy)
 
 
 def training_entries(log_history: LogHistory) -> LogHistory:
@@ -132,6 +133,12 @@ PANELS = [
         "fraction (nothing learned)",
         ("frac_reward_zero_std",),
         _draw_single("frac_reward_zero_std"),
+    ),
+    Panel(
+        "Held-out accuracy (greedy, strict)",
+        "fraction right",
+        (HELDOUT_KEY,),
+        _draw_single(HELDOUT_KEY),
     ),
     Panel("KL to the reference model", "kl", ("kl",), _draw_single("kl")),
     Panel("Learning rate", "lr", ("learning_rate",), _draw_single("learning_rate")),
@@ -359,6 +366,23 @@ def _reward_findings(log_history: LogHistory) -> list[Finding]:
     return findings
 
 
+def _heldout_findings(log_history: LogHistory) -> list[Finding]:
+    """Greedy held-out accuracy at the first and last measurement, beside sampled correctness."""
+    steps, accuracy = series(log_history, HELDOUT_KEY)
+    if len(accuracy) < 2:
+        return []
+    _, correct = series(log_history, f"{REWARD_PREFIX}{KEY_REWARD}/mean")
+    sampled = ""
+    if len(correct) >= 3:
+        first, last = (_mean(part) for part in _thirds(correct))
+        sampled = (f"; in the same run, sampled {KEY_REWARD} (temperature 1) went {first:.3f} -> "
+                   f"{last:.3f} (first vs last third)")
+    change = 100 * (accuracy[-1] - accuracy[0])
+    text = (f"Held-out greedy accuracy went {accuracy[0]:.1%} -> {accuracy[-1]:.1%} "
+            f"({change:+.1f} points) from step {steps[0]} to step {steps[-1]}{sampled}.")
+    return [Finding(change > 0, text)]
+
+
 def health_check(log_history: LogHistory) -> list[Finding]:
     """Plain-language checks of a finished run: truncation, zero spread, reward trend, loss."""
     if not training_entries(log_history):
@@ -390,6 +414,7 @@ def health_check(log_history: LogHistory) -> list[Finding]:
                 f"{1 - _mean(zero_std):.0%} of groups had a reward spread to learn from."
             )))
     findings += _reward_findings(log_history)
+    findings += _heldout_findings(log_history)
     silent = [
         name for name in reward_names(log_history)
         if name != KEY_REWARD  # reported above, with what it means
