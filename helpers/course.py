@@ -36,7 +36,7 @@ NOTEBOOK_INSTALLS: dict[str, Install] = {
 COLAB_GPU = "T4"
 # How long each install takes on Colab, as the first cell and the header say. Full: an estimate
 # (about 3.5 GB of downloads on Colab's image); light: measured on a stand-in (docs/colab.md).
-INSTALL_MINUTES: dict[Install, str] = {"full": "3-5 min", "light": "about 1 min"}
+INSTALL_MINUTES: dict[Install, str] = {"full": "3-5 min", "light": "1-2 min"}
 
 
 def notebook_key(name: str) -> str:
