@@ -133,8 +133,15 @@ def restart_message(changed: dict[str, tuple[str, str]]) -> str:
     )
 
 
+WRONG_PYTHON = 2  # install_stack.py's exit status when this Python cannot take the locks
+
+
 def failure_message(returncode: int) -> str:
     """Two lines: what failed, and the fix."""
+    if returncode == WRONG_PYTHON:
+        return ("This runtime's Python cannot take the course's locks (install_stack.py exit "
+                "code 2).\nFix: the line above says which runtime version to choose; then run "
+                "this cell again.")
     return (
         f"Installing the pinned stack failed (install_stack.py exit code {returncode}; its "
         "error is above).\nFix: Runtime → Disconnect and delete runtime, then run this cell "

@@ -73,6 +73,17 @@ def test_failed_install_writes_no_stamp_and_says_error_and_fix_in_two_lines(cour
     assert calls[0][-2:] == [str(course / "scripts" / "install_stack.py"), "colab"]
 
 
+def test_a_python_the_locks_do_not_take_points_at_the_runtime_version(course):
+    import install_stack
+
+    run, _ = fake_pip([install_stack.WRONG_PYTHON])
+    with pytest.raises(SystemExit) as stop:
+        colab_bootstrap.ensure_stack(course, run=run, modules={})
+    first, fix = str(stop.value.code).splitlines()
+    assert "Python" in first and "runtime version" in fix and "Disconnect" not in fix
+    assert colab_bootstrap.WRONG_PYTHON == install_stack.WRONG_PYTHON
+
+
 def test_missing_stamp_means_install_again_then_skip(course):
     run, calls = fake_pip([1, 0])
     with pytest.raises(SystemExit):
