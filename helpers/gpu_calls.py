@@ -5,8 +5,9 @@ trl), so CI never runs unsloth's GPU loader, its patched GRPOConfig/GRPOTrainer,
 merge and GGUF exports. `GPU_CALLS` lists each such call site; tests/test_gpu_contracts.py checks
 the keyword arguments and attributes of every entry against the pinned sources (unsloth's GPU
 modules parsed with `ast`, vLLM 0.11.2 read from its wheel), and fails when a call site in
-helpers/, scripts/ or notebooks/ has no entry. Entries are keyed by file + function + callee, not
-by line, so edits that move code do not break them. Print the table with its current lines:
+helpers/, scripts/ or notebooks/ has no entry. Entries are keyed by file + function + callee + which
+call of that callee it is there (1st, 2nd, ...), not by line, so edits that move code do not break
+them, and two calls of one name in one notebook are two entries. Print the table with its lines:
 
     python -m helpers.gpu_calls
 """
@@ -38,6 +39,10 @@ GPU_ONLY_NAMES = frozenset({
     "FastLanguageModel.for_inference", "FastLanguageModel.for_training",
     "FastModel.from_pretrained", "FastModel.get_peft_model",
 })
+# Methods that run unsloth's GPU code when called on its trainer (`trainer`, `kl_trainer`: its
+# patched training loop and loss) or on its model (`model`: rebound save and generate).
+GPU_ONLY_TRAINER_METHODS = frozenset({"train", "_load_from_checkpoint"})
+GPU_ONLY_MODEL_METHODS = frozenset({"save_pretrained", "generate"})
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,13 @@ class GpuCall:
     reads: tuple[str, ...] = ()  # "name@path::Owner": attributes the course reads, where defined
     read_in: str = ""  # "file::function" that reads them, when not the call's own function
     why: str = ""  # what runs there on a GPU that CPU CI never runs
+    nth: int = 1  # which call of `callee` in `function` (in reading order)
+    # "path::Class" whose attributes the target's **kwargs accepts (generate: GenerationConfig)
+    kwargs_into: tuple[str, ...] = ()
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.file, self.function, self.callee)
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.file, self.function, self.callee, self.nth)
 
 
 @dataclass(frozen=True)
@@ -68,10 +76,11 @@ class StockCall:
     function: str
     callee: str
     why: str
+    nth: int = 1
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.file, self.function, self.callee)
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.file, self.function, self.callee, self.nth)
 
 
 LOAD_KWARGS = (
@@ -116,6 +125,22 @@ LOAD_LORA_SET = (
     "vllm_engine@unsloth/models/llama.py::*", "vllm_engine@unsloth/models/_utils.py::*",
     "load_lora@unsloth/models/_utils.py::*",
 )
+TRAIN = ("transformers/trainer.py::Trainer.train",)
+LOAD_CHECKPOINT = ("transformers/trainer.py::Trainer._load_from_checkpoint",)
+# unsloth rebinds model.save_pretrained to unsloth_model_save_pretrained(self, *args, **kwargs),
+# which hands everything on to the PEFT model's own save_pretrained.
+SAVE_PRETRAINED = ("peft/peft_model.py::PeftModel.save_pretrained",)
+# unsloth's model.generate is unsloth_fast_generate(self, *args, **kwargs): it hands everything
+# on to transformers' generate, whose **kwargs become GenerationConfig fields or model inputs.
+GENERATE = ("transformers/generation/utils.py::GenerationMixin.generate",
+            "transformers/models/qwen2/modeling_qwen2.py::Qwen2ForCausalLM.forward")
+GENERATION_CONFIG = ("transformers/generation/configuration_utils.py::GenerationConfig",)
+HF_GENERATE_KWARGS = ("max_new_tokens", "do_sample", "num_return_sequences", "pad_token_id",
+                      "temperature", "top_p", "input_ids", "attention_mask")
+TRAIN_WHY = ("unsloth's patched training loop and GRPO loss (unsloth_zoo's grpo_compute_loss), "
+             "generating with vLLM")
+SAVE_WHY = "unsloth rebinds save_pretrained on its model (unsloth_model_save_pretrained)"
+GENERATE_WHY = "unsloth's fast generate (unsloth_fast_generate) after for_inference"
 LOAD_WHY = "unsloth's GPU loader (FastQwen2Model, bitsandbytes CUDA); fast_inference starts vLLM"
 LORA_WHY = "unsloth's GPU LoRA patching (fused kernels, its gradient checkpointing)"
 CONFIG_WHY = "unsloth rewrites trl's GRPOConfig on GPU: it drops unknown keywords with a warning"
@@ -162,6 +187,9 @@ GPU_CALLS: list[GpuCall] = [
     GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
             "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY),
     GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
+            "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS, nth=2,
+            why=LOAD_WHY + " (Solution 2: 16-bit, fast_inference off, so no second vLLM)"),
+    GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
             "FastLanguageModel.get_peft_model", GET_PEFT_MODEL, LORA_KWARGS, positional=1,
             why=LORA_WHY),
     GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
@@ -180,6 +208,8 @@ GPU_CALLS: list[GpuCall] = [
                    "reward_func_names@trl/trainer/grpo_trainer.py::GRPOTrainer",
                    "reward_weights@trl/trainer/grpo_trainer.py::GRPOTrainer"),
             read_in="helpers/plotting.py::CompletionSampler.capture", why=TRAINER_WHY),
+    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
+            TRAINER_KWARGS, nth=2, why=TRAINER_WHY + " (Solution 2, beta > 0)"),
     # make gpu-check runs the t4 path's calls for real on a GPU (it refuses on CPU).
     GpuCall("scripts/gpu_check.py", "phase_steps.load_4bit_vllm",
             "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS,
@@ -189,17 +219,48 @@ GPU_CALLS: list[GpuCall] = [
     GpuCall("scripts/gpu_check.py", "phase_steps.grpo_steps", "GRPOTrainer", GRPO_TRAINER,
             TRAINER_KWARGS[:-1], reads=("use_vllm@trl/trainer/grpo_config.py::GRPOConfig",),
             why=TRAINER_WHY),
+    # Calls of stock names that run unsloth's GPU code on its trainer or model.
+    GpuCall("helpers/training.py", "train_or_resume", "trainer.train", TRAIN,
+            ("resume_from_checkpoint",), bound=True, why=TRAIN_WHY),
+    GpuCall("scripts/gpu_check.py", "phase_steps.grpo_steps", "trainer.train", TRAIN, (),
+            bound=True, why=TRAIN_WHY),
+    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "kl_trainer.train", TRAIN, (),
+            bound=True, why=TRAIN_WHY + " (Solution 2, beta > 0)"),
+    GpuCall("helpers/training.py", "load_finished_run", "trainer._load_from_checkpoint",
+            LOAD_CHECKPOINT, (), positional=1, bound=True,
+            why="a private transformers method, called on unsloth's patched trainer"),
+    GpuCall("helpers/training.py", "save_adapter", "model.save_pretrained", SAVE_PRETRAINED, (),
+            positional=1, bound=True, why=SAVE_WHY),
+    GpuCall("helpers/export.py", "save_adapter", "model.save_pretrained", SAVE_PRETRAINED, (),
+            positional=1, bound=True, why=SAVE_WHY),
+    GpuCall("helpers/evaluation.py", "generate_hf", "model.generate", GENERATE,
+            HF_GENERATE_KWARGS, bound=True, kwargs_into=GENERATION_CONFIG,
+            why=GENERATE_WHY + " (notebook 06 loads without vLLM)"),
+    GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE, "model.generate", GENERATE,
+            ("input_ids", "attention_mask", "max_new_tokens", "do_sample"), bound=True,
+            kwargs_into=GENERATION_CONFIG, why=GENERATE_WHY + " (greedy)"),
+    GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE, "model.generate", GENERATE,
+            ("input_ids", "attention_mask", "max_new_tokens", "do_sample", "temperature"),
+            bound=True, kwargs_into=GENERATION_CONFIG, why=GENERATE_WHY + " (sampled)", nth=2),
 ]
 
 TRL_PROOF = ("notebook 07's proof against trl never imports unsloth: stock trl on every machine, "
              "CI included")
 SMOKE = "always the smoke profile (the tiny offline model): CI runs this very call on CPU"
+PLAIN = ("a plain transformers model that unsloth never loaded (notebooks 06, 07 and 08): the "
+         "same stock code on every machine")
 STOCK_CALLS: list[StockCall] = [
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", TRL_PROOF),
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", TRL_PROOF),
     StockCall("helpers/learning.py", "grpo_gain", "FastLanguageModel.from_pretrained", SMOKE),
     StockCall("helpers/learning.py", "grpo_gain", "FastLanguageModel.get_peft_model", SMOKE),
     StockCall("helpers/learning.py", "grpo_gain", "GRPOTrainer", SMOKE),
+    StockCall("helpers/learning.py", "grpo_gain", "trainer.train", SMOKE),
+    StockCall("helpers/smoke_model.py", "build_smoke_model", "model.save_pretrained",
+              "builds the smoke model with plain transformers, on CPU everywhere"),
+    StockCall("helpers/export.py", "transformers_generate", "model.generate", PLAIN),
+    StockCall("helpers/grpo_scratch.py", "rollout", "model.generate", PLAIN),
+    StockCall("helpers/toy_r1.py", "greedy_answers", "model.generate", PLAIN),
 ]
 
 
@@ -216,10 +277,11 @@ class CallSite:
     positional: int
     node: ast.Call = field(repr=False, compare=False)
     scope: ast.AST = field(repr=False, compare=False)  # the enclosing def, cell or module
+    nth: int = 1  # which call of `callee` in `function` (in reading order)
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.file, self.function, self.callee)
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.file, self.function, self.callee, self.nth)
 
 
 def dotted(node: ast.AST) -> str:
@@ -233,7 +295,22 @@ def dotted(node: ast.AST) -> str:
 
 def is_gpu_only(callee: str) -> bool:
     """True when a call to `callee` runs GPU-only code on a GPU profile."""
-    return callee in GPU_ONLY_NAMES or callee.rsplit(".", 1)[-1] in GPU_ONLY_METHODS
+    receiver, _, method = callee.rpartition(".")
+    receiver = receiver.rsplit(".", 1)[-1]
+    return (callee in GPU_ONLY_NAMES or method in GPU_ONLY_METHODS
+            or (receiver.endswith("trainer") and method in GPU_ONLY_TRAINER_METHODS)
+            or (receiver == "model" and method in GPU_ONLY_MODEL_METHODS))
+
+
+def numbered(sites: list[CallSite]) -> list[CallSite]:
+    """The sites with `nth` set: the how-manieth call of its callee in its function it is."""
+    seen: dict[tuple[str, str, str], int] = {}
+    out = []
+    for site in sites:
+        key = (site.file, site.function, site.callee)
+        seen[key] = seen.get(key, 0) + 1
+        out.append(replace(site, nth=seen[key]))
+    return out
 
 
 def _walk_scopes(tree: ast.AST, scope_name: str) -> Iterator[tuple[str, ast.AST, ast.Call]]:
@@ -265,13 +342,15 @@ def _site(file: str, function: str, scope: ast.AST, call: ast.Call, where: str) 
 
 def scan_source(source: str, file: str, scope_name: str = MODULE_SCOPE,
                 wanted: Callable[[str], bool] = is_gpu_only) -> list[CallSite]:
-    """Every call to a `wanted` callee (by default: GPU-only) in one Python source text."""
+    """Every call to a `wanted` callee (by default: GPU-only) in one Python source text, in
+    reading order (numbered per file by scan_file)."""
     tree = ast.parse(source)
-    return [
+    sites = [
         _site(file, function, scope, call, f"line {call.lineno}")
         for function, scope, call in _walk_scopes(tree, scope_name)
         if wanted(dotted(call.func))
     ]
+    return sorted(sites, key=lambda s: (s.node.lineno, s.node.col_offset))
 
 
 def notebook_code(path: Path) -> list[tuple[int, str]]:
@@ -291,13 +370,16 @@ def scan_file(path: Path, root: Path = ROOT,
     """Every wanted call in a .py file or in the code cells of a notebook."""
     file = path.relative_to(root).as_posix()
     if path.suffix == ".py":
-        return scan_source(path.read_text(), file, MODULE_SCOPE, wanted)
-    sites = []
+        return numbered(scan_source(path.read_text(), file, MODULE_SCOPE, wanted))
+    sites, run_so_far = [], ast.Module(body=[], type_ignores=[])
     for index, source in notebook_code(path):
+        # A cell's top-level code sees what earlier cells defined: its scope is the notebook so far.
+        run_so_far = ast.Module(body=[*run_so_far.body, *ast.parse(source).body], type_ignores=[])
         for site in scan_source(source, file, NOTEBOOK_SCOPE, wanted):
             line = site.where.removeprefix("line ")
-            sites.append(replace(site, where=f"cell {index}, line {line}"))
-    return sites
+            scope = run_so_far if site.function == NOTEBOOK_SCOPE else site.scope
+            sites.append(replace(site, where=f"cell {index}, line {line}", scope=scope))
+    return numbered(sites)
 
 
 def course_files(root: Path = ROOT) -> list[Path]:
@@ -315,19 +397,17 @@ def scan_course(root: Path = ROOT, wanted: Callable[[str], bool] = is_gpu_only) 
 
 def render_table(sites: list[CallSite]) -> str:
     """The GPU_CALLS table as markdown, with where each entry is today."""
-    where: dict[tuple[str, str, str], list[str]] = {}
-    for site in sites:
-        where.setdefault(site.key, []).append(site.where)
+    where = {site.key: site.where for site in sites}
     rows = [
         "| file:line | function | callee | pinned target | keywords | runs on GPU only because |",
         "|---|---|---|---|---|---|",
     ]
     for call in GPU_CALLS:
-        lines = "; ".join(where.get(call.key, ["MISSING"]))
         target = "<br>".join(call.target)
+        callee = call.callee if call.nth == 1 else f"{call.callee} (call {call.nth})"
         rows.append(
-            f"| {call.file} ({lines}) | {call.function} | `{call.callee}` | {target} | "
-            f"{', '.join(call.kwargs) or '-'} | {call.why} |"
+            f"| {call.file} ({where.get(call.key, 'MISSING')}) | {call.function} | `{callee}` | "
+            f"{target} | {', '.join(call.kwargs) or '-'} | {call.why} |"
         )
     return "\n".join(rows)
 

@@ -68,6 +68,18 @@ def mount_drive() -> Path:
     return mount
 
 
+def flush_drive() -> str:
+    """End of notebook 04 on Colab: write out what is still pending on Google Drive and unmount
+    it, so that notebook 05's runtime sees the whole run; elsewhere nothing. Says what it did."""
+    if not on_colab() or not (drive_mount() / "MyDrive").is_dir():
+        return "No Google Drive mounted here, so nothing to flush: notebook 05 can be opened now."
+    from google.colab import drive  # Colab-only
+
+    drive.flush_and_unmount()  # "to flush any outstanding writes", as Colab's API says
+    return ("Google Drive is flushed and unmounted: the run is saved there, and notebook 05 can "
+            "be opened now, in its own runtime.")
+
+
 def training_run_dir(profile_name: str, use_drive: bool = True, folder: str = "") -> Path:
     """Notebook 04's run folder: `folder`, else run_dir(); mounts Drive when the folder is there."""
     run = Path(folder) if folder else run_dir(profile_name, use_drive)

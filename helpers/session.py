@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import textwrap
+
+from helpers.course import COLAB_GPU, needs_gpu
 from helpers.hardware import Hardware, choose_precision, detect_hardware, use_one_cpu_thread
+from helpers.paths import on_colab
 from helpers.profiles import Profile, explain_choice, select_profile
 
 SEED = 3407
+NOTEBOOK_ENV = "GRPO_NOTEBOOK"  # set by each notebook's bootstrap cell: its helpers/course.py key
+BOX_WIDTH = 76
 
 
 def seed_everything(seed: int) -> None:
@@ -29,6 +36,8 @@ def start(requested_profile: str | None = None, seed: int = SEED) -> tuple[Hardw
     profile = select_profile(hw, requested_profile)
     seed_everything(seed)
     use_one_cpu_thread(hw)
+    if warns_no_gpu(hw, requested_profile, on_colab(), os.environ.get(NOTEBOOK_ENV, "")):
+        print(no_gpu_warning(profile.name))
     print(f"Hardware : {hw.describe()}")
     print(f"Profile  : {profile.name}, {explain_choice(hw, requested_profile)}")
     print(f"           {profile.summary}")
@@ -41,3 +50,34 @@ def describe_precision(hw: Hardware) -> str:
     precision = choose_precision(hw)
     flags = f"bf16={precision == 'bf16'}, fp16={precision == 'fp16'}"
     return f"trainer {precision} ({flags}); the weights' dtype is unsloth's choice at load"
+
+
+def warns_no_gpu(hw: Hardware, requested_profile: str | None, colab: bool, notebook: str) -> bool:
+    """True on Colab without a GPU, for a notebook that needs one (or an unknown one), unless a
+    profile was chosen on purpose (PROFILE, or $GRPO_PROFILE)."""
+    if hw.cuda or not colab or requested_profile or os.environ.get("GRPO_PROFILE"):
+        return False
+    try:
+        return not notebook or needs_gpu(notebook)
+    except KeyError:
+        return True
+
+
+def boxed(paragraphs: list[str], width: int = BOX_WIDTH) -> str:
+    """Paragraphs wrapped inside a box drawn with box-drawing characters."""
+    inner = width - 4
+    lines = [line for p in paragraphs for line in [*textwrap.wrap(p, inner), ""]][:-1]
+    return "\n".join([f"╔{'═' * (width - 2)}╗", *(f"║ {line:<{inner}} ║" for line in lines),
+                      f"╚{'═' * (width - 2)}╝"])
+
+
+def no_gpu_warning(profile_name: str) -> str:
+    """The loud warning for a GPU notebook on a Colab runtime without a GPU."""
+    return boxed([
+        "NO GPU IN THIS COLAB RUNTIME.",
+        f"This notebook is meant for a GPU, so the course switched to the tiny CPU model (profile "
+        f"'{profile_name}'). That only checks that the code runs: it is not the real run, and "
+        "its numbers say nothing about GSM8K.",
+        f"Fix: Runtime → Change runtime type → {COLAB_GPU} GPU → Save, then Runtime → Run all.",
+        f'To run the CPU check on purpose, set PROFILE = "{profile_name}" in the parameters cell.',
+    ])

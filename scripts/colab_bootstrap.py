@@ -1,13 +1,19 @@
-"""Install the pinned stack into a Colab runtime once, from the notebooks' bootstrap cell.
+"""Install the course's stack into a Colab runtime once, from the notebooks' bootstrap cell.
 
-The bootstrap cell clones the course, then calls `ensure_stack`. It runs before the course's own
-packages can be imported, so this module uses the standard library only.
+The bootstrap cell clones the course, then calls `ensure_stack` with the notebook's name. It runs
+before the course's packages can be imported, so this module uses the standard library only (it
+reads helpers/course.py, itself plain Python, from the clone by path).
 
-- A stamp file is written only after `install_stack.py colab` succeeds; without it, a rerun of
-  the cell installs again (an interrupted or failed install is retried, not skipped).
+- Which install: helpers/course.py's NOTEBOOK_INSTALLS says "full" (the GPU lock) or "light" (the
+  CPU-side packages on Colab's own torch) for each notebook.
+- A stamp file is written only after `install_stack.py colab` succeeds, naming the install; a
+  full install also serves a light notebook. Without a matching stamp, a rerun of the cell
+  installs again (an interrupted or failed install is retried, not skipped).
 - pip's output is relayed line by line, so the cell shows progress.
-- Packages the session had already imported, and that the install changed, are listed with a
-  "Runtime > Restart session" hint: Python keeps the old copy in memory until a restart.
+- If the install changed a package this session had already imported, the cell stops with
+  "Runtime → Restart session, then run all again": Python keeps the old copy in memory until a
+  restart, and "Run all" must not go on in a stale session. After the restart the stamp makes the
+  rerun skip the install.
 """
 
 from __future__ import annotations
@@ -15,12 +21,17 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata as metadata
+import importlib.util
+import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
-RESTART = "Runtime → Restart session"
+RESTART = "Runtime → Restart session, then run all again"
+FULL = "full"
 
 
 def stamp_path(course_dir: Path) -> Path:
@@ -28,9 +39,8 @@ def stamp_path(course_dir: Path) -> Path:
     return course_dir.parent / ".grpo-course-stack-ok"
 
 
-def stamp_text(course_dir: Path) -> str:
-    """What the stamp records: a hash of every pin file (the GPU install reads locks/), so
-    changed pins install again."""
+def pin_hashes(course_dir: Path) -> str:
+    """A hash of every pin file (the installs read locks/), so changed pins install again."""
     files = [course_dir / "requirements.txt", *sorted((course_dir / "locks").glob("*.txt"))]
     return "".join(
         f"{f.relative_to(course_dir)} sha256 {hashlib.sha256(f.read_bytes()).hexdigest()}\n"
@@ -38,22 +48,64 @@ def stamp_text(course_dir: Path) -> str:
     )
 
 
-def is_installed(course_dir: Path) -> bool:
-    """True when this runtime already holds a successful install of these pins."""
+def stamp_text(course_dir: Path, kind: str = FULL) -> str:
+    """What the stamp records: which install succeeded, and the pins it installed."""
+    return f"install {kind}\n{pin_hashes(course_dir)}"
+
+
+def installed_kind(course_dir: Path) -> str | None:
+    """The install this runtime holds for today's pins ("full" or "light"), or None."""
     stamp = stamp_path(course_dir)
-    return stamp.is_file() and stamp.read_text() == stamp_text(course_dir)
+    if not stamp.is_file():
+        return None
+    first, _, hashes = stamp.read_text().partition("\n")
+    return first.removeprefix("install ") if hashes == pin_hashes(course_dir) else None
+
+
+def is_installed(course_dir: Path, kind: str = FULL) -> bool:
+    """True when this runtime already holds `kind`, or the full install, for these pins."""
+    return installed_kind(course_dir) in {kind, FULL}
+
+
+def course_settings(course_dir: Path) -> ModuleType:
+    """helpers/course.py of the clone, loaded by path (the course is not importable yet)."""
+    spec = importlib.util.spec_from_file_location(
+        "grpo_course_settings", course_dir / "helpers" / "course.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def normalize(name: str) -> str:
+    """PEP 503 name: lower case, runs of `-_.` as one `-`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def loaded_versions(modules: dict | None = None) -> dict[str, str]:
-    """{distribution: installed version} for every package this session has imported."""
-    names = {name.split(".")[0] for name in (sys.modules if modules is None else modules)}
+    """{distribution: installed version} for every distribution a loaded module comes from.
+
+    `modules` stands for sys.modules. A module counts for a distribution when its file is one of
+    the distribution's files, so a namespace that many distributions share (`google`) counts only
+    the ones actually imported, not every `google-*` package installed.
+    """
+    modules = sys.modules if modules is None else modules
+    files = {os.path.realpath(path) for module in list(modules.values())
+             if isinstance(path := getattr(module, "__file__", None), str)}
+    if not files:
+        return {}
     owners = metadata.packages_distributions()
+    candidates = {dist for name in list(modules) for dist in owners.get(name.split(".")[0], [])}
     versions = {}
-    for dist in sorted({d for name in names for d in owners.get(name, [])}):
+    for name in sorted(candidates):
         try:
-            versions[dist] = metadata.version(dist)
+            dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             continue
+        if "_vendor" in Path(str(dist.locate_file(""))).parts:
+            continue  # a copy bundled inside another package (setuptools'): pip never changes it
+        paths = {os.path.realpath(dist.locate_file(f)) for f in dist.files or ()}
+        if paths & files:
+            versions[normalize(dist.metadata["Name"])] = dist.version
     return versions
 
 
@@ -71,17 +123,25 @@ def changed_versions(before: dict[str, str]) -> dict[str, tuple[str, str]]:
     return changed
 
 
-def restart_hint(changed: dict[str, tuple[str, str]]) -> str:
-    """One sentence: restart, and why (the changed packages this session had imported)."""
+def restart_message(changed: dict[str, tuple[str, str]]) -> str:
+    """Why the cell stops, and what to do: restart, then run all (the install is not repeated)."""
     listed = ", ".join(f"{dist} {old} → {new}" for dist, (old, new) in sorted(changed.items()))
     return (
-        f"{RESTART}, then run this cell again: the install changed {listed}, which this "
-        "session had already imported, and Python keeps the old copy until a restart."
+        f"{RESTART}. The install succeeded, but it changed {listed}, which this session had "
+        "already imported, and Python keeps the old copy until a restart; after the restart "
+        "this cell skips the install."
     )
+
+
+WRONG_PYTHON = 2  # install_stack.py's exit status when this Python cannot take the locks
 
 
 def failure_message(returncode: int) -> str:
     """Two lines: what failed, and the fix."""
+    if returncode == WRONG_PYTHON:
+        return ("This runtime's Python cannot take the course's locks (install_stack.py exit "
+                "code 2).\nFix: the line above says which runtime version to choose; then run "
+                "this cell again.")
     return (
         f"Installing the pinned stack failed (install_stack.py exit code {returncode}; its "
         "error is above).\nFix: Runtime → Disconnect and delete runtime, then run this cell "
@@ -101,23 +161,31 @@ def relay(command: list[str]) -> int:
 
 
 def ensure_stack(
-    course_dir: str | Path, run: Callable[[list[str]], int] = relay, modules: dict | None = None
+    course_dir: str | Path, notebook: str = "", run: Callable[[list[str]], int] = relay,
+    modules: dict | None = None,
 ) -> bool:
-    """Install the stack unless the stamp says it is done; True when it installed now.
+    """Install the notebook's stack unless the stamp says it is there; True when it installed.
 
-    `modules` stands for sys.modules (the packages this session has imported).
+    `notebook` is the notebook's name (its install comes from helpers/course.py; none: the full
+    install). `modules` stands for sys.modules (what this session has imported). Raises
+    SystemExit with the fix when the install fails, and with RESTART when it changed a package
+    this session had imported.
     """
     course_dir = Path(course_dir)
-    if is_installed(course_dir):
-        print("The pinned stack is already installed in this runtime.")
+    settings = course_settings(course_dir) if notebook else None
+    kind = settings.notebook_install(notebook) if settings else FULL
+    if is_installed(course_dir, kind):
+        print(f"The {installed_kind(course_dir)} install is already in this runtime.")
         return False
-    print("Installing the pinned stack (3-5 minutes; pip's progress follows)...", flush=True)
+    minutes = settings.INSTALL_MINUTES[kind] if settings else "3-5 min"
+    print(f"Installing the {kind} stack ({minutes}; pip's progress follows)...", flush=True)
     before = loaded_versions(modules)
-    returncode = run([sys.executable, str(course_dir / "scripts" / "install_stack.py"), "colab"])
+    command = [sys.executable, str(course_dir / "scripts" / "install_stack.py"), "colab"]
+    returncode = run(command + (["--light"] if kind == "light" else []))
     if returncode != 0:
         raise SystemExit(failure_message(returncode))
-    stamp_path(course_dir).write_text(stamp_text(course_dir))
+    stamp_path(course_dir).write_text(stamp_text(course_dir, kind))
     changed = changed_versions(before)
     if changed:
-        print(restart_hint(changed))
+        raise SystemExit(restart_message(changed))
     return True

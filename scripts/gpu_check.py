@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import re
 import shutil
 import subprocess
@@ -431,10 +432,11 @@ def gpu_facts() -> dict[str, Any]:
 
 
 def versions() -> dict[str, str]:
-    """The installed versions of the stack that matters here."""
+    """The Python and the installed versions of the stack that matters here (the locks are
+    checked for CPython 3.13 and 3.12: the report says which one ran)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    found = {}
+    found = {"python": platform.python_version()}
     for name in ("unsloth", "unsloth_zoo", "vllm", "torch", "transformers", "trl", "peft",
                  "bitsandbytes"):
         try:

@@ -2,16 +2,20 @@
 
     python3 scripts/install_stack.py venv   # make: create .venv (CPU or GPU, detected) + dev tools
     python3 scripts/install_stack.py colab  # the notebooks' bootstrap cell, on Colab
+    python3 scripts/install_stack.py colab --light  # the same for a notebook that needs no GPU
     python3 scripts/install_stack.py gpu    # into the current environment (e.g. conda) + dev tools
 
 On a GPU every package comes from its GPU class's lock (locks/t4.txt, locks/ampere.txt, written
-by scripts/lock_stack.py): one resolve, every version exact. On Colab pip's cache is off (disk),
-and numpy and pillow keep Colab's preinstalled versions when the lock's `# hold:` range allows
-(the choice is explained in lock_stack.py). On a CPU-only machine torch is pinned to a CPU build
-first and unsloth is installed without its dependencies, so nothing pulls the multi-GB CUDA torch.
+by scripts/lock_stack.py): one resolve, every version exact, for CPython 3.13 or 3.12 (another
+Python stops with the fix). On Colab pip's cache is off (disk), and the packages a fresh Colab
+kernel has already imported keep Colab's versions when the lock's `# hold:` range allows (the
+choice is explained in lock_stack.py). `colab --light` installs locks/light.txt on top of
+Colab's own torch instead (no vLLM, no unsloth), or the full install if Colab's torch is outside
+the range those packages accept. On a CPU-only machine torch is pinned to a CPU build first and
+unsloth is installed without its dependencies, so nothing pulls the multi-GB CUDA torch.
 
 pip's output streams as it runs. Exit status 0 means installed; on failure the last two lines
-say what failed and the fix.
+say what failed and the fix (exit status 2: this Python cannot take the locks).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # a stray `scripts` package may be installed
 
-from lock_stack import HELD_ON_COLAB, PYTHON, Lock, gpu_class, read_lock  # noqa: E402
+from lock_stack import KEPT_ON_COLAB, LIGHT, PYTHONS, Lock, gpu_class, read_lock  # noqa: E402
 
 from helpers.hardware import Hardware  # noqa: E402  (needs no torch)
 
@@ -44,6 +48,8 @@ FIX_COLAB = ("Runtime > Disconnect and delete runtime, then run the first cell a
              "fails the same way, report the error line above.")
 FIX_LOCAL = ("delete .venv (or the environment) and rerun `make`; if a pinned version is "
              "missing, regenerate the locks with `make lock`.")
+WRONG_PYTHON = 2  # the exit status when this Python cannot take the locks
+THIS_PYTHON = tuple(sys.version_info[:2])
 HEARTBEAT_S = 30.0  # a line at least this often while pip downloads in silence
 STARTED = time.monotonic()
 
@@ -141,29 +147,81 @@ def held_pins(lock: Lock, installed: dict[str, str | None]) -> dict[str, str]:
     return pins
 
 
-def python_note(version_info: tuple[int, ...] = tuple(sys.version_info)) -> str | None:
-    """A warning when this Python is not the one the GPU locks were resolved for."""
-    if ".".join(map(str, version_info[:2])) == PYTHON:
+def python_problem(version_info: tuple[int, ...], colab: bool) -> str | None:
+    """One sentence with the fix when this Python is not one the locks were checked for."""
+    this = f"{version_info[0]}.{version_info[1]}"
+    if this in PYTHONS:
         return None
-    return (f"Note: the GPU locks were resolved for CPython {PYTHON}, and this is "
-            f"{version_info[0]}.{version_info[1]}; if a locked version has no wheel here, use "
-            f"Python {PYTHON} (`conda env create -f environment.yml`).")
+    checked = " or ".join(PYTHONS)
+    if colab:
+        return (f"This Colab runtime runs Python {this}, and the course's locks are checked for "
+                f"CPython {checked} only: choose Runtime > Change runtime type > Runtime version "
+                f"with Python {checked}, then run the first cell again.")
+    return (f"This is Python {this}, and the course's GPU locks are checked for CPython "
+            f"{checked} only: create the environment with one of those (`conda env create -f "
+            "environment.yml` gives 3.12), then install again.")
 
 
-def install_locked(python: str, gpu: Hardware, quiet: bool, colab: bool) -> None:
-    """Every package at its locked version for this GPU class, in one pip resolve."""
-    name = gpu_class(gpu)
-    lock = read_lock(name)
-    pins = held_pins(lock, {p: installed_version(p) for p in HELD_ON_COLAB}) if colab else lock.pins
-    kept = [f"{p} {pins[p]}" for p in HELD_ON_COLAB if colab and pins.get(p) != lock.pins.get(p)]
-    print(f"{len(pins)} packages from locks/{name}.txt"
-          + (f"; keeping Colab's {', '.join(kept)}" if kept else ""), flush=True)
-    if note := python_note():
-        print(note, flush=True)
+def require_locked_python(colab: bool) -> None:
+    """Stop (exit status 2) with the fix on a Python the locks were not checked for."""
+    if problem := python_problem(THIS_PYTHON, colab):
+        print(problem, flush=True)
+        raise SystemExit(WRONG_PYTHON)
+
+
+def install_pins(python: str, name: str, pins: dict[str, str], quiet: bool, colab: bool) -> None:
+    """`pins` ({package: version}) in one pip resolve, from a requirements file."""
     with tempfile.TemporaryDirectory() as tmp:
         requirements = Path(tmp) / f"{name}.txt"
         requirements.write_text("".join(f"{p}=={v}\n" for p, v in sorted(pins.items())))
         pip(python, "-r", str(requirements), quiet=quiet, colab=colab)
+
+
+def kept_notes(lock: Lock, pins: dict[str, str]) -> str:
+    """'; keeping Colab's numpy 2.1.3, ...' for the held packages whose version is Colab's."""
+    kept = [f"{p} {pins[p]}" for p in sorted(lock.holds) if pins[p] != lock.pins[p]]
+    return f"; keeping Colab's {', '.join(kept)}" if kept else ""
+
+
+def install_locked(python: str, gpu: Hardware, quiet: bool, colab: bool) -> None:
+    """Every package at its locked version for this GPU class, in one pip resolve."""
+    require_locked_python(colab)
+    name = gpu_class(gpu)
+    lock = read_lock(name)
+    pins = held_pins(lock, {p: installed_version(p) for p in lock.holds}) if colab else lock.pins
+    print(f"{len(pins)} packages from locks/{name}.txt{kept_notes(lock, pins) if colab else ''}",
+          flush=True)
+    install_pins(python, name, pins, quiet, colab)
+
+
+def light_fits(lock: Lock, installed: dict[str, str | None]) -> list[str]:
+    """What keeps the light install off this runtime: each kept package missing or out of range."""
+    from packaging.specifiers import SpecifierSet
+
+    problems = []
+    for package, allowed in sorted(lock.keeps.items()):
+        found = installed.get(package)
+        if found is None or not SpecifierSet(allowed).contains(found.split("+")[0], True):
+            problems.append(f"{package} {found or 'not installed'} (the light set needs "
+                            f"{allowed or 'any'})")
+    return problems
+
+
+def install_light(python: str, quiet: bool) -> bool:
+    """locks/light.txt on top of Colab's own torch; False (nothing done) when torch won't do."""
+    require_locked_python(colab=True)
+    lock = read_lock(LIGHT)
+    installed = {p: installed_version(p) for p in [*lock.holds, *KEPT_ON_COLAB]}
+    if problems := light_fits(lock, installed):
+        print(f"The light install cannot use this runtime's {'; '.join(problems)}: installing the "
+              "full stack instead.", flush=True)
+        return False
+    pins = held_pins(lock, installed)
+    kept = {p: installed[p] for p in KEPT_ON_COLAB}  # named, so that pip leaves them alone
+    print(f"{len(pins)} packages from locks/{LIGHT}.txt on Colab's "
+          f"{', '.join(f'{p} {v}' for p, v in kept.items())}{kept_notes(lock, pins)}", flush=True)
+    install_pins(python, LIGHT, {**pins, **kept}, quiet, colab=True)
+    return True
 
 
 def install(
@@ -186,9 +244,13 @@ def install(
 def main() -> int:
     parser = argparse.ArgumentParser(description="Install the course's pinned stack.")
     parser.add_argument("target", choices=["venv", "colab", "gpu"])
+    parser.add_argument("--light", action="store_true",
+                        help="colab only: the packages of a notebook that needs no GPU")
     args = parser.parse_args()
     gpu = gpu_from_nvidia_smi()
     where = gpu.describe() if gpu else "no CUDA GPU: CPU-only torch, unsloth without its deps"
+    if args.light and args.target == "colab":
+        where = f"{gpu.describe() if gpu else 'no GPU'}: the light set, on Colab's own torch"
     print(f"Installing the course stack ({where}).", flush=True)
     if args.target == "venv":
         target = ROOT / ".venv"
@@ -201,7 +263,8 @@ def main() -> int:
         (target / ".stack-installed").write_text("\n".join(read_requirements("requirements.txt")))
     elif args.target == "colab":
         # A CPU-only Colab runtime keeps its own torch and gets the smoke profile.
-        install(sys.executable, gpu, [], quiet=False, colab=True)
+        if not (args.light and install_light(sys.executable, quiet=False)):
+            install(sys.executable, gpu, [], quiet=False, colab=True)
         print(f"Stack installed in {elapsed()}. Continue with the next cell.")
     else:
         install(sys.executable, gpu, [] if gpu else [CPU_TORCH], quiet=False)

@@ -3,9 +3,11 @@
     python scripts/sync_notebooks.py          # rewrite notebooks in place
     python scripts/sync_notebooks.py --check  # exit 1 if any notebook is out of date
 
-The repository URL and ref live in one place (helpers/course.py); this script copies them into
-the badge (cell 1) and the bootstrap cell (the first code cell) of each notebook, and into
-README's badge links. It also gives each `parameters` cell its Colab form (`#@param`).
+The repository URL and ref, and what each notebook needs on Colab, live in one place
+(helpers/course.py). This script writes them into every notebook: the badge and a line saying what
+to expect on Colab (title cell), Colab's runtime metadata (a "full" notebook asks for a T4), and
+the bootstrap cell (the first code cell, folded into a Colab form). It also rewrites README's badge
+links and gives each `parameters` cell its Colab form (`#@param`).
 """
 
 from __future__ import annotations
@@ -21,23 +23,43 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helpers.course import COLAB_DIR, COURSE_REF, COURSE_REPO  # noqa: E402
+from helpers.course import (  # noqa: E402
+    COLAB_DIR,
+    COLAB_GPU,
+    COURSE_REF,
+    COURSE_REPO,
+    INSTALL_MINUTES,
+    notebook_install,
+    notebook_key,
+)
 
 NOTEBOOKS = ROOT / "notebooks"
 BADGE_PREFIX = "[![Open In Colab]"
 COLAB_LINK = re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/")
-BOOTSTRAP_MARK = "# Course bootstrap"
 PARAMETER = re.compile(r"^([A-Z][A-Z0-9_]*) = (.+?)(?:\s+# ?(.*))?$")
 FORM_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+# The bootstrap cell's first line: Colab folds the cell into a form that shows only this title.
+BOOTSTRAP_TITLE = (
+    '#@title Course bootstrap: fetch the course, install what it needs { display-mode: "form" }')
+# Recognised as the bootstrap cell: the title, or the first line it had before it was a form.
+BOOTSTRAP_STARTS = ("#@title Course bootstrap", "# Course bootstrap")
+COLAB_LINE = "**On Colab:**"  # the title cell's line about the runtime and the install
 
-BOOTSTRAP = f'''{BOOTSTRAP_MARK}: on Colab, fetch the course and install its pinned stack
-# (once per runtime, 3-5 min; rerun this cell if it stopped). Elsewhere it only finds `helpers`.
+
+def bootstrap_cell(notebook: str) -> str:
+    """The bootstrap cell of `notebook` (its file name): its install comes from helpers/course."""
+    minutes = INSTALL_MINUTES[notebook_install(notebook)]
+    return f'''{BOOTSTRAP_TITLE}
+# Run this cell first. On Colab it fetches the course and installs this notebook's stack, once
+# per runtime ({minutes}; rerun it if it stopped). Elsewhere it only finds `helpers`.
 import os
 import subprocess
 import sys
 import warnings
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # text progress bars are fine
+NOTEBOOK = "{notebook_key(notebook)}"  # helpers/course.py says what it installs and needs
+os.environ["GRPO_NOTEBOOK"] = NOTEBOOK  # helpers.session.start() reads it
 COURSE_REPO = "{COURSE_REPO}"
 COURSE_REF, COLAB_DIR = "{COURSE_REF}", "{COLAB_DIR}"
 if "google.colab" in sys.modules and not os.path.isdir(COLAB_DIR):
@@ -52,9 +74,45 @@ if "google.colab" in sys.modules:
     sys.path.insert(0, f"{{COLAB_DIR}}/scripts")
     from colab_bootstrap import ensure_stack
 
-    ensure_stack(COLAB_DIR)  # skipped once it succeeded in this runtime; retried otherwise
+    ensure_stack(COLAB_DIR, NOTEBOOK)  # skipped once it succeeded in this runtime
     os.chdir(f"{{COLAB_DIR}}/notebooks")
 sys.path.insert(0, os.path.abspath(".."))'''
+
+
+def is_bootstrap(source: str) -> bool:
+    """True for the course's bootstrap cell (as a form, or as it was before)."""
+    return source.startswith(BOOTSTRAP_STARTS)
+
+
+def colab_line(notebook: str) -> str:
+    """The title cell's line: which runtime, which install, and what to do without a GPU."""
+    install = notebook_install(notebook)
+    if install == "full":
+        return (f"{COLAB_LINE} this notebook asks for a {COLAB_GPU} GPU runtime, and its first "
+                f"cell installs the full stack ({INSTALL_MINUTES[install]}). No GPU? Runtime → "
+                f"Change runtime type → {COLAB_GPU} GPU, then Runtime → Run all.")
+    return (f"{COLAB_LINE} no GPU needed, any runtime will do: its first cell installs only the "
+            f"light set, the course's packages on Colab's own torch ({INSTALL_MINUTES[install]}).")
+
+
+def with_colab_line(title: str, line: str) -> str:
+    """The title cell with `line` as its own paragraph just before the timing line, whose own
+    explanation may follow it (idempotent)."""
+    paragraphs = [p for p in title.split("\n\n") if not p.startswith(COLAB_LINE)]
+    timing = next((i for i, p in enumerate(paragraphs) if p.startswith("**Time:**")), None)
+    at = len(paragraphs) if timing is None else timing
+    return "\n\n".join([*paragraphs[:at], line, *paragraphs[at:]])
+
+
+def with_colab_metadata(metadata: dict, install: str) -> dict:
+    """Colab's runtime metadata: a "full" notebook asks for a GPU of COLAB_GPU's type."""
+    metadata = dict(metadata)
+    colab = {k: v for k, v in metadata.pop("colab", {}).items() if k != "gpuType"}
+    metadata.pop("accelerator", None)
+    if install == "full":
+        metadata["accelerator"] = "GPU"
+        colab["gpuType"] = COLAB_GPU
+    return {**metadata, **({"colab": colab} if colab else {})}
 
 
 def form_type(value: str) -> str:
@@ -109,16 +167,18 @@ def synced(path: Path) -> nbformat.NotebookNode:
         raise SystemExit(f"{path.name}: the first cell must be a markdown title ('# ...').")
     lines = [line for line in title.source.splitlines() if not line.startswith(BADGE_PREFIX)]
     title.source = "\n".join([lines[0], "", badge(path), *lines[1:]]).replace("\n\n\n", "\n\n")
+    title.source = with_colab_line(title.source, colab_line(path.name))
     code = next(c for c in nb.cells if c.cell_type == "code")
-    if not code.source.startswith(BOOTSTRAP_MARK):
+    if not is_bootstrap(code.source):
         raise SystemExit(f"{path.name}: the first code cell must be the course bootstrap.")
-    code.source = BOOTSTRAP
+    code.source = bootstrap_cell(path.name)
     for cell in nb.cells:
         if "parameters" in cell.metadata.get("tags", []):
             cell.source = with_forms(cell.source)
     # Colab saves ipywidgets state without the 'state' key, which GitHub refuses to render.
     nb.metadata.pop("widgets", None)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.metadata = nbformat.from_dict(with_colab_metadata(nb.metadata, notebook_install(path.name)))
     return nb
 
 

@@ -1,9 +1,13 @@
-"""The Colab bootstrap: retried until an install succeeds, two-line failure, restart hint.
+"""The Colab bootstrap: retried until an install succeeds, two-line failure, the install each
+notebook needs, and a cell that stops for a restart when the install changed an imported package.
 
 pip is never run: `install_stack.py` is replaced by a stub (or `run` by a fake) in a fake clone.
+Packages "imported before the install" are small distributions written into a temporary folder.
 """
 
 import os
+import shutil
+import subprocess
 import sys
 import textwrap
 import types
@@ -15,7 +19,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import colab_bootstrap  # noqa: E402
-from sync_notebooks import BOOTSTRAP  # noqa: E402
+from sync_notebooks import bootstrap_cell  # noqa: E402
+
+GPU_NOTEBOOK, LIGHT_NOTEBOOK = "04_grpo_training.ipynb", "02_gsm8k_formatting.ipynb"
+
+
+def write_distribution(site: Path, name: str, version: str, package: str) -> None:
+    """An installed distribution `name`==`version` holding the module `package` (a/b: a
+    namespace package a, module b), as pip leaves one: dist-info with METADATA and RECORD."""
+    for old in site.glob(f"{name.replace('-', '_')}-*.dist-info"):
+        shutil.rmtree(old)
+    module = site / package.replace(".", "/") / "__init__.py"
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text(f"__version__ = {version!r}\n")
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    files = [module.relative_to(site).as_posix(), f"{info.name}/METADATA", f"{info.name}/RECORD"]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
 
 
 @pytest.fixture
@@ -28,7 +49,9 @@ def course(tmp_path):
 
 
 def fake_pip(returncodes):
-    """A stand-in for running install_stack.py: records the command, returns the next code."""
+    """A stand-in for running install_stack.py: records the command, returns the next code.
+
+    Tests about the stamp pass `modules={}` (nothing imported): no restart can come up."""
     calls = []
 
     def run(command):
@@ -41,7 +64,7 @@ def fake_pip(returncodes):
 def test_failed_install_writes_no_stamp_and_says_error_and_fix_in_two_lines(course):
     run, calls = fake_pip([1])
     with pytest.raises(SystemExit) as stop:
-        colab_bootstrap.ensure_stack(course, run=run)
+        colab_bootstrap.ensure_stack(course, run=run, modules={})
     lines = str(stop.value.code).splitlines()
     assert len(lines) == 2
     assert "failed" in lines[0] and "exit code 1" in lines[0]
@@ -50,57 +73,110 @@ def test_failed_install_writes_no_stamp_and_says_error_and_fix_in_two_lines(cour
     assert calls[0][-2:] == [str(course / "scripts" / "install_stack.py"), "colab"]
 
 
+def test_a_python_the_locks_do_not_take_points_at_the_runtime_version(course):
+    import install_stack
+
+    run, _ = fake_pip([install_stack.WRONG_PYTHON])
+    with pytest.raises(SystemExit) as stop:
+        colab_bootstrap.ensure_stack(course, run=run, modules={})
+    first, fix = str(stop.value.code).splitlines()
+    assert "Python" in first and "runtime version" in fix and "Disconnect" not in fix
+    assert colab_bootstrap.WRONG_PYTHON == install_stack.WRONG_PYTHON
+
+
 def test_missing_stamp_means_install_again_then_skip(course):
     run, calls = fake_pip([1, 0])
     with pytest.raises(SystemExit):
-        colab_bootstrap.ensure_stack(course, run=run)
-    assert colab_bootstrap.ensure_stack(course, run=run) is True  # retried, not skipped
+        colab_bootstrap.ensure_stack(course, run=run, modules={})
+    assert colab_bootstrap.ensure_stack(course, run=run, modules={}) is True  # retried
     assert colab_bootstrap.is_installed(course)
-    assert colab_bootstrap.ensure_stack(course, run=run) is False  # now the stamp says done
+    assert colab_bootstrap.ensure_stack(course, run=run, modules={}) is False  # the stamp says done
     assert len(calls) == 2
 
 
 def test_changed_pins_install_again(course):
     run, calls = fake_pip([0, 0])
-    colab_bootstrap.ensure_stack(course, run=run)
+    colab_bootstrap.ensure_stack(course, run=run, modules={})
     (course / "requirements.txt").write_text("trl==0.23.0\n")
     assert not colab_bootstrap.is_installed(course)
-    assert colab_bootstrap.ensure_stack(course, run=run) is True
+    assert colab_bootstrap.ensure_stack(course, run=run, modules={}) is True
 
 
 def test_a_changed_lock_installs_again(course):
     run, calls = fake_pip([0, 0])
     (course / "locks").mkdir()
     (course / "locks" / "t4.txt").write_text("torch==2.9.0\n")
-    colab_bootstrap.ensure_stack(course, run=run)
+    colab_bootstrap.ensure_stack(course, run=run, modules={})
     (course / "locks" / "t4.txt").write_text("torch==2.9.1\n")
     assert not colab_bootstrap.is_installed(course)
-    assert colab_bootstrap.ensure_stack(course, run=run) is True
+    assert colab_bootstrap.ensure_stack(course, run=run, modules={}) is True
 
 
-def test_restart_hint_names_changed_packages_the_session_imported(course, monkeypatch, capsys):
-    installed = {"numpy": "2.3.1", "pillow": "11.0.0"}
-    monkeypatch.setattr(colab_bootstrap.metadata, "version", lambda dist: installed[dist])
-    monkeypatch.setattr(
-        colab_bootstrap.metadata, "packages_distributions",
-        lambda: {"numpy": ["numpy"], "PIL": ["pillow"], "torch": ["torch"]},
-    )
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A folder of installed distributions on sys.path, forgotten again after the test."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    before = set(sys.modules)
+    yield folder
+    for name in set(sys.modules) - before:
+        if name.split(".")[0] in {"colabfake_dep", "fakens"}:
+            del sys.modules[name]
 
-    def pip_changes_numpy(command):
-        installed["numpy"] = "2.2.6"
+
+def test_the_cell_stops_for_a_restart_when_the_install_changed_an_imported_package(course, site):
+    write_distribution(site, "colabfake-dep", "1.0", "colabfake_dep")
+    import colabfake_dep  # noqa: F401  (imported before the install, as Colab's kernel does)
+
+    def pip_changes_it(command):
+        write_distribution(site, "colabfake-dep", "2.0", "colabfake_dep")
         return 0
 
-    loaded = {"numpy": None, "PIL.Image": None}  # what sys.modules holds in that session
-    colab_bootstrap.ensure_stack(course, run=pip_changes_numpy, modules=loaded)
-    out = capsys.readouterr().out
-    assert "Runtime → Restart session" in out
-    assert "numpy 2.3.1 → 2.2.6" in out and "pillow" not in out
+    with pytest.raises(SystemExit) as stop:
+        colab_bootstrap.ensure_stack(course, run=pip_changes_it)
+    message = str(stop.value.code)
+    assert message.startswith("Runtime → Restart session, then run all again.")
+    assert "colabfake-dep 1.0 → 2.0" in message and "skips the install" in message
+    assert colab_bootstrap.is_installed(course)  # the install itself succeeded
 
 
-def test_no_restart_hint_when_nothing_imported_changed(course, capsys):
+def test_no_stop_when_nothing_imported_changed(course, site, capsys):
+    write_distribution(site, "colabfake-dep", "1.0", "colabfake_dep")
+    import colabfake_dep  # noqa: F401
+
     run, _ = fake_pip([0])
-    colab_bootstrap.ensure_stack(course, run=run)
+    assert colab_bootstrap.ensure_stack(course, run=run) is True  # this session's sys.modules
     assert "Restart" not in capsys.readouterr().out
+
+
+def test_only_the_distributions_whose_files_were_imported_count(site):
+    """A namespace shared by several distributions (like `google`) counts the imported one only."""
+    write_distribution(site, "fakens-used", "1.0", "fakens.used")
+    write_distribution(site, "fakens-unused", "3.0", "fakens.unused")
+    import fakens.used  # noqa: F401
+
+    loaded = colab_bootstrap.loaded_versions()
+    assert loaded.get("fakens-used") == "1.0" and "fakens-unused" not in loaded
+
+
+def test_each_notebook_gets_its_install_and_a_full_install_serves_a_light_notebook(tmp_path):
+    course = tmp_path / "grpo-course"
+    (course / "helpers").mkdir(parents=True)
+    shutil.copy(ROOT / "helpers" / "course.py", course / "helpers")
+    (course / "requirements.txt").write_text("trl==0.22.2\n")
+    run, calls = fake_pip([0, 0])
+
+    def ensure(notebook: str) -> bool:
+        return colab_bootstrap.ensure_stack(course, notebook, run=run, modules={})
+
+    assert ensure(LIGHT_NOTEBOOK) is True
+    assert calls[-1][-2:] == ["colab", "--light"]
+    assert ensure(LIGHT_NOTEBOOK) is False
+    assert ensure(GPU_NOTEBOOK) is True  # the light install is not enough for it
+    assert calls[-1][-1] == "colab" and colab_bootstrap.installed_kind(course) == "full"
+    assert ensure(LIGHT_NOTEBOOK) is False
+    assert len(calls) == 2
 
 
 def test_relay_streams_output_and_returns_the_exit_code(capsys):
@@ -120,8 +196,9 @@ FAKE_GIT = textwrap.dedent(f"""\
     # git clone ... <repo> <target>: copy what the bootstrap needs from the course under test.
     for last; do :; done
     [ -n "$FAKE_GIT_FAIL" ] && exit 128
-    mkdir -p "$last/scripts" "$last/notebooks"
+    mkdir -p "$last/scripts" "$last/notebooks" "$last/helpers"
     cp {ROOT}/requirements.txt "$last/"
+    cp {ROOT}/helpers/course.py "$last/helpers/"
     cp {ROOT}/scripts/colab_bootstrap.py "$last/scripts/"
     cp "$STUB_INSTALL" "$last/scripts/install_stack.py"
 """)
@@ -142,8 +219,9 @@ def colab_cell(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     clone = tmp_path / "content" / "grpo-course"
     clone.parent.mkdir()
-    source = BOOTSTRAP.replace('"/content/grpo-course"', repr(str(clone)))
-    assert source != BOOTSTRAP
+    cell = bootstrap_cell(GPU_NOTEBOOK)
+    source = cell.replace('"/content/grpo-course"', repr(str(clone)))
+    assert source != cell
 
     def run(pip_exit: int) -> None:
         monkeypatch.setenv("STUB_PIP_EXIT", str(pip_exit))
@@ -163,7 +241,7 @@ def test_bootstrap_cell_retries_a_failed_install_even_though_the_clone_exists(co
     assert colab_bootstrap.stamp_path(clone).exists()
     assert Path.cwd() == clone / "notebooks"
     run(pip_exit=1)  # a third run skips the install (the stub would fail)
-    assert "already installed" in capfd.readouterr().out
+    assert "already in this runtime" in capfd.readouterr().out
 
 
 def test_bootstrap_cell_after_a_half_clone_clones_again(colab_cell, monkeypatch):
@@ -179,3 +257,69 @@ def test_bootstrap_cell_after_a_half_clone_clones_again(colab_cell, monkeypatch)
     assert (clone / "scripts" / "colab_bootstrap.py").exists()
     assert not (clone.parent / "grpo-course.partial").exists()
 
+
+
+# --- a Colab kernel, simulated: a process with google.colab and a package imported at start ---
+
+SESSION = textwrap.dedent("""\
+    import importlib.machinery, sys, types
+    colab = types.ModuleType("google.colab")  # what makes the cell take its Colab branch
+    colab.__spec__ = importlib.machinery.ModuleSpec("google.colab", None)
+    sys.modules["google.colab"] = colab
+    import colabfake_dep  # imported by the kernel before any cell, as Colab's imports pyzmq
+    try:
+        exec(compile(open(sys.argv[1]).read(), "bootstrap-cell", "exec"), {})
+    except SystemExit as stop:
+        print(f"CELL STOPPED: {stop.code}")
+        sys.exit(3)
+    print(f"CELL DONE with colabfake_dep {colabfake_dep.__version__}")
+""")
+
+BUMPING_INSTALL = textwrap.dedent("""\
+    # Stands in for install_stack.py: the install moves colabfake-dep from 1.0 to 2.0, once.
+    import os, pathlib, sys
+    site = pathlib.Path(os.environ["FAKE_SITE"])
+    if (site / "colabfake_dep-2.0.dist-info").exists():
+        sys.exit("the stub ran twice: the rerun after the restart must skip the install")
+    (site / "colabfake_dep-1.0.dist-info").rename(site / "colabfake_dep-2.0.dist-info")
+    for name in ("METADATA", "RECORD"):
+        path = site / "colabfake_dep-2.0.dist-info" / name
+        path.write_text(path.read_text().replace("1.0", "2.0"))
+    (site / "colabfake_dep" / "__init__.py").write_text("__version__ = '2.0'\\n")
+    print("pip install (stub): colabfake-dep 1.0 -> 2.0", flush=True)
+""")
+
+
+def test_a_colab_kernel_stops_at_the_first_cell_then_runs_all_after_one_restart(tmp_path):
+    """Session 1 imports colabfake-dep 1.0 before the cell, and the install moves it to 2.0: the
+    cell stops with the restart sentence. Session 2, the restarted kernel, runs the same cell:
+    the stamp skips the install and the cell goes through, so "Run all" carries on."""
+    site, bin_dir, clone = tmp_path / "site", tmp_path / "bin", tmp_path / "content" / "grpo-course"
+    write_distribution(site, "colabfake-dep", "1.0", "colabfake_dep")
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(FAKE_GIT)
+    (bin_dir / "git").chmod(0o755)
+    (tmp_path / "stub_install.py").write_text(BUMPING_INSTALL)
+    clone.parent.mkdir()
+    cell = tmp_path / "cell.py"
+    cell.write_text(bootstrap_cell(GPU_NOTEBOOK).replace('"/content/grpo-course"',
+                                                         repr(str(clone))))
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(site), "FAKE_SITE": str(site),
+           "STUB_INSTALL": str(tmp_path / "stub_install.py")}
+
+    def session() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", SESSION, str(cell)], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    first = session()
+    assert first.returncode == 3, first.stderr
+    assert "pip install (stub)" in first.stdout
+    stopped = first.stdout.split("CELL STOPPED: ")[1]
+    assert stopped.startswith("Runtime → Restart session, then run all again.")
+    assert "colabfake-dep 1.0 → 2.0" in stopped
+    second = session()  # Runtime → Restart session: a fresh kernel, then Run all
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "pip install (stub)" not in second.stdout
+    assert "already in this runtime" in second.stdout
+    assert "CELL DONE with colabfake_dep 2.0" in second.stdout

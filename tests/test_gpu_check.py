@@ -234,3 +234,12 @@ def test_fill_readme_from_a_saved_report_needs_no_gpu(tmp_path: Path, monkeypatc
     saved = g.write_report(sample_report(), tmp_path / "tesla-t4.json")
     assert g.main(["--fill-readme", str(saved)], has_cuda=lambda: False) == 0
     assert "| load_4bit_vllm | PASS |" in readme.read_text()
+
+
+def test_the_report_records_the_python_it_ran_on():
+    import platform
+
+    found = g.versions()
+    assert list(found)[0] == "python" and found["python"] == platform.python_version()
+    report = g.build_report([], T4_GPU, SETTINGS, found, NOW, 1.0)
+    assert f"python {platform.python_version()}" in g.render_slot(report)

@@ -162,12 +162,23 @@ BUILDERS = {
 }
 
 
+# A tokenizer's encoding, spread into generate (`**inputs`): the model_input_names of the course's
+# tokenizers (the smoke tokenizer sets them so; Qwen2's tokenizer has the same).
+TOKENIZER_CALLS = {"tokenizer", "tokenizer.apply_chat_template"}
+TOKENIZER_OUTPUTS = {"input_ids", "attention_mask"}
+
+
 class Unresolved(AssertionError):
     """A `**spread` whose keys the test cannot work out."""
 
 
 def spread_keys(expr: ast.expr, scope: ast.AST, function: str) -> set[str]:
     """The keys a `**expr` passes, from BUILDERS or from how the scope builds the dict."""
+    while (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+           and expr.func.attr == "to"):  # tokenizer(...).to(device) keeps the keys
+        expr = expr.func.value
+    if isinstance(expr, ast.Call) and gc.dotted(expr.func) in TOKENIZER_CALLS:
+        return set(TOKENIZER_OUTPUTS)
     if isinstance(expr, ast.Call) and gc.dotted(expr.func) in BUILDERS:
         keys = set(BUILDERS[gc.dotted(expr.func)]())
         return keys | call_keywords(expr, scope, function)
@@ -254,7 +265,8 @@ def keyword_problems(call: gc.GpuCall, site: gc.CallSite) -> list[str]:
         if site.positional > len(positional):
             problems.append(f"{where}: {site.positional} positional arguments, but {target} "
                             f"takes {len(positional)} ({positional})")
-    accepted = set().union(*(parameters(t)[1] for t in call.target))
+    accepted = set().union(*(parameters(t)[1] for t in call.target),
+                           *(defined_attributes(spec) for spec in call.kwargs_into))
     unknown = sorted(passed - accepted)
     if unknown:
         problems.append(f"{where}: {', '.join(unknown)} is not a parameter of "
@@ -294,7 +306,7 @@ def read_problems(call: gc.GpuCall, site: gc.CallSite) -> list[str]:
     return problems
 
 
-def sites_by_key() -> dict[tuple[str, str, str], list[gc.CallSite]]:
+def sites_by_key() -> dict[tuple[str, str, str, int], list[gc.CallSite]]:
     found: dict[tuple[str, str, str], list[gc.CallSite]] = {}
     for site in gc.scan_course():
         found.setdefault(site.key, []).append(site)
@@ -306,7 +318,8 @@ SITES = sites_by_key()
 
 def _param(call: gc.GpuCall) -> object:
     marks = [pytest.mark.network] if needs_vllm(*call.target, *call.reads) else []
-    return pytest.param(call, marks=marks, id=f"{call.file}:{call.function}:{call.callee}")
+    return pytest.param(call, marks=marks,
+                        id=f"{call.file}:{call.function}:{call.callee}:{call.nth}")
 
 
 # ---- Tests ---------------------------------------------------------------------------------------
@@ -346,7 +359,7 @@ def test_attributes_read_exist_in_the_pinned_source(call: gc.GpuCall):
 
 def test_a_misspelled_keyword_is_caught():
     site = next(s for s in SITES[("helpers/export.py", "merge_to_16bit",
-                                  "model.save_pretrained_merged")])
+                                  "model.save_pretrained_merged", 1)])
     source = (ROOT / site.file).read_text().replace('save_method="merged', 'save_methd="merged')
     mutated = next(s for s in gc.scan_source(source, site.file) if s.key == site.key)
     call = next(c for c in gc.GPU_CALLS if c.key == site.key)
@@ -354,11 +367,49 @@ def test_a_misspelled_keyword_is_caught():
     assert any("save_methd is not a parameter" in p for p in problems), problems
 
 
+def mutated_problems(copy_root: Path, file: str, old: str, new: str) -> dict:
+    """{key: keyword problems} of every table entry in `file` (a .py file or a notebook), after
+    replacing `old` by `new` in a copy of it under `copy_root`."""
+    text = (ROOT / file).read_text()
+    assert old in text, f"{old!r} is no longer in {file}: update this test"
+    mutated = copy_root / file
+    mutated.parent.mkdir(parents=True, exist_ok=True)
+    mutated.write_text(text.replace(old, new, 1))
+    calls = {c.key: c for c in gc.GPU_CALLS if c.file == file}
+    sites = gc.scan_file(mutated, copy_root)
+    return {s.key: keyword_problems(calls[s.key], s) for s in sites if s.key in calls}
+
+
+def test_a_misspelled_keyword_in_a_new_row_is_caught(tmp_path: Path):
+    key = ("helpers/training.py", "train_or_resume", "trainer.train", 1)
+    problems = mutated_problems(tmp_path, key[0], "trainer.train(resume_from_checkpoint=",
+                                "trainer.train(resume_from_checkpont=")
+    assert any("resume_from_checkpont is not a parameter" in p for p in problems[key]), problems
+
+
+def test_two_calls_of_one_name_in_a_notebook_are_checked_apart(tmp_path: Path):
+    first = ("notebooks/01_load_4bit_lora.ipynb", gc.NOTEBOOK_SCOPE, "model.generate", 1)
+    second = (*first[:3], 2)
+    problems = mutated_problems(tmp_path, first[0], "do_sample=True, temperature=1.0\\n",
+                                "do_sample=True, temprature=1.0\\n")
+    assert problems[first] == []  # the greedy call is untouched
+    assert any("temprature is not a parameter" in p for p in problems[second]), problems
+
+
 def test_a_new_gpu_call_is_found_by_the_scan():
     source = "def evaluate_fast(model, p):\n    return model.fast_generate(p, use_tqdm=False)\n"
     (site,) = gc.scan_source(source, "helpers/new.py")
-    assert site.key == ("helpers/new.py", "evaluate_fast", "model.fast_generate")
+    assert site.key == ("helpers/new.py", "evaluate_fast", "model.fast_generate", 1)
     assert site.key not in {c.key for c in gc.GPU_CALLS}
+
+
+@pytest.mark.parametrize(("callee", "gpu_only"), [
+    ("trainer.train", True), ("kl_trainer.train", True), ("trainer._load_from_checkpoint", True),
+    ("model.save_pretrained", True), ("model.generate", True), ("model.train", False),
+    ("trainer.model.train", False), ("tokenizer.save_pretrained", False),
+])
+def test_stock_names_on_unsloths_trainer_or_model_count_as_gpu_only(callee, gpu_only):
+    assert gc.is_gpu_only(callee) is gpu_only
 
 
 def test_scan_keys_notebook_cells_without_line_numbers(tmp_path: Path):
@@ -371,7 +422,7 @@ def test_scan_keys_notebook_cells_without_line_numbers(tmp_path: Path):
     path.parent.mkdir()
     nbformat.write(nb, path)
     (site,) = gc.scan_file(path, tmp_path)
-    assert site.key == ("nb/x.ipynb", gc.NOTEBOOK_SCOPE, "FastLanguageModel.from_pretrained")
+    assert site.key == ("nb/x.ipynb", gc.NOTEBOOK_SCOPE, "FastLanguageModel.from_pretrained", 1)
     assert site.where == "cell 1, line 2" and site.kwargs == ("a",)
 
 
@@ -410,6 +461,15 @@ BINDINGS = [
                         r"unsloth_save_pretrained_gguf"),
     ("unsloth/models/llama.py", r"model\.fast_generate = model\.vllm_engine\.generate"),
     ("unsloth/models/_utils.py", r"model\.load_lora = functools\.partial\(load_lora, model\)"),
+    ("unsloth/save.py", r"model\.save_pretrained = _bind_saving_method\(\s*"
+                        r"unsloth_model_save_pretrained"),
+    ("unsloth/save.py", r"def unsloth_model_save_pretrained\(self, \*args, \*\*kwargs\)"),
+    ("unsloth/models/llama.py",
+     r"model\.generate = types\.MethodType\(unsloth_fast_generate, model\)"),
+    ("unsloth/models/llama.py", r"def unsloth_fast_generate\(self, \*args, \*\*kwargs\)"),
+    # unsloth wraps trainer.train and reads resume_from_checkpoint from the keywords
+    ("unsloth/models/rl.py", r'kwargs\.get\("resume_from_checkpoint", None\)'),
+    ("unsloth/models/rl.py", r"trainer_class\.train = _unsloth_train_with_resume_guard"),
 ]
 
 
@@ -440,7 +500,7 @@ def test_load_lora_builds_a_lora_request_vllm_accepts():
 @pytest.mark.network
 def test_vllm_prompt_keys_and_finish_reasons_the_course_uses_exist():
     require_wheel(gc.VLLM_T4)
-    (site,) = SITES[("helpers/evaluation.py", "generate_vllm", "model.fast_generate")]
+    (site,) = SITES[("helpers/evaluation.py", "generate_vllm", "model.fast_generate", 1)]
     nodes = list(ast.walk(site.scope))
     keys = {k.value for n in nodes if isinstance(n, ast.Dict)
             for k in n.keys if isinstance(k, ast.Constant)}

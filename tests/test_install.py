@@ -10,7 +10,7 @@ import pytest
 
 from helpers.hardware import A100_40GB, TESLA_T4
 from helpers.stack import check_pins, pin_report, read_pins
-from scripts.lock_stack import Lock, gpu_class, read_lock
+from scripts.lock_stack import LIGHT, PYTHONS, Lock, gpu_class, read_colab_record, read_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "install_stack.py"
@@ -36,8 +36,11 @@ def test_dev_requirements_are_pinned_too():
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """Each pip call's arguments, with a requirements file (`-r`) read in place of its path."""
+    """Each pip call's arguments, with a requirements file (`-r`) read in place of its path.
+
+    It runs as on Colab's Python, the first the locks are checked for."""
     calls = []
+    monkeypatch.setattr(install_stack, "THIS_PYTHON", tuple(map(int, PYTHONS[0].split("."))))
 
     def fake_pip(python, *args, quiet):
         args = list(args)
@@ -121,15 +124,66 @@ def test_pip_output_streams_with_a_heartbeat_in_long_silences(monkeypatch, capsy
     assert out.index("first") < out.index("still working") < out.index("last")
 
 
-def test_gpu_locks_warn_on_another_python():
-    assert install_stack.python_note((3, 12, 4)) is None
-    note = install_stack.python_note((3, 11, 7))
-    assert "this is 3.11" in note and "use Python 3.12" in note
+@pytest.mark.parametrize("python", PYTHONS)
+def test_the_locked_pythons_install(python):
+    version = tuple(map(int, python.split(".")))
+    assert install_stack.python_problem(version, colab=True) is None
+    assert install_stack.python_problem(version, colab=False) is None
 
 
-def test_environment_yml_gives_python_3_12_and_leaves_packages_to_the_lock():
+def test_another_python_stops_with_one_sentence_that_names_the_fix(monkeypatch, recorded, capsys):
+    on_colab = install_stack.python_problem((3, 14), colab=True)
+    assert "Python 3.14" in on_colab
+    assert "Runtime > Change runtime type > Runtime version" in on_colab
+    assert "conda" not in on_colab and on_colab.count(". ") == 0  # one sentence, no conda on Colab
+    local = install_stack.python_problem((3, 11), colab=False)
+    assert "Python 3.11" in local and "environment.yml" in local
+    monkeypatch.setattr(install_stack, "THIS_PYTHON", (3, 11))
+    with pytest.raises(SystemExit) as stopped:
+        install_stack.install("python", TESLA_T4, [], quiet=True, colab=True)
+    assert stopped.value.code == install_stack.WRONG_PYTHON and recorded == []
+    assert "Runtime version" in capsys.readouterr().out
+
+
+def test_colab_holds_every_package_its_kernel_imported_when_the_range_allows(recorded,
+                                                                             monkeypatch):
+    colab = read_colab_record().imported  # Colab's versions, as recorded
+    monkeypatch.setattr(install_stack, "installed_version", colab.get)
+    install_stack.install("python", TESLA_T4, [], quiet=True, colab=True)
+    ((_, _, lines),) = recorded
+    lock = read_lock("t4")
+    for package in ("pyzmq", "python-dateutil", "psutil", "numpy", "pillow"):
+        assert f"{package}=={colab[package]}" in lines, package  # no restart for these
+    assert f"setuptools=={lock.pins['setuptools']}" in lines  # vLLM needs setuptools >= 77
+
+
+def test_light_install_keeps_colabs_torch_and_installs_no_gpu_stack(recorded, monkeypatch,
+                                                                    capsys):
+    colab = {**read_colab_record().imported, "torch": "2.11.0+cu128"}
+    monkeypatch.setattr(install_stack, "installed_version", colab.get)
+    assert install_stack.install_light("python", quiet=True) is True
+    ((no_cache, flag, lines),) = recorded
+    assert (no_cache, flag) == ("--no-cache-dir", "-r")
+    assert "torch==2.11.0+cu128" in lines  # named as it is, so that pip leaves it alone
+    assert not [line for line in lines if line.startswith(("vllm", "unsloth", "xformers"))]
+    assert f"trl=={read_lock(LIGHT).pins['trl']}" in lines
+    assert f"numpy=={colab['numpy']}" in lines
+    assert "on Colab's torch 2.11.0+cu128" in capsys.readouterr().out
+
+
+def test_light_install_gives_way_to_the_full_one_when_colabs_torch_is_out_of_range(
+        recorded, monkeypatch, capsys):
+    monkeypatch.setattr(install_stack, "installed_version", {"torch": "2.5.1"}.get)
+    assert install_stack.install_light("python", quiet=True) is False
+    assert recorded == [] and "installing the full stack instead" in capsys.readouterr().out
+    monkeypatch.setattr(install_stack, "installed_version", {}.get)
+    assert install_stack.install_light("python", quiet=True) is False  # no torch at all
+
+
+def test_environment_yml_gives_a_locked_python_and_leaves_packages_to_the_lock():
     text = (ROOT / "environment.yml").read_text()
-    assert "python=3.12" in text and "install_stack.py gpu" in text
+    python = text.split("python=")[1].split()[0]
+    assert python in PYTHONS and "install_stack.py gpu" in text
     assert "requirements" not in text.split("dependencies:")[1]  # no pip resolve outside a lock
 
 

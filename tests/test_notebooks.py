@@ -9,8 +9,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from helpers.course import COLAB_GPU, NOTEBOOK_INSTALLS, notebook_install, notebook_key
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from sync_notebooks import BOOTSTRAP_TITLE, colab_line  # noqa: E402
+
 ABSOLUTE_ARTEFACT_PATH = re.compile(r"/[\w./-]+/(\.cache|runs)/")
 SECRET = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|api[_-]?key\s*=\s*['\"][^'\"]+)")
 
@@ -39,7 +44,9 @@ class TestNotebook:
         assert first.cell_type == "markdown" and first.source.startswith("# ")
         assert "colab-badge.svg" in first.source
         code = [c for c in nb.cells if c.cell_type == "code"]
-        assert code[0].source.startswith("# Course bootstrap")
+        # the bootstrap cell, folded on Colab into a form that shows its title only
+        assert code[0].source.splitlines()[0] == BOOTSTRAP_TITLE
+        assert '{ display-mode: "form" }' in BOOTSTRAP_TITLE
         params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
         assert len(params) == 1 and "PROFILE = None" in params[0].source
         for line in params[0].source.splitlines():  # a Colab form field for every parameter
@@ -65,6 +72,41 @@ class TestNotebook:
             assert not [o for o in cell.outputs if o.output_type == "error"]
             for output in cell.outputs:  # stored outputs must not show this machine's paths
                 assert not ABSOLUTE_ARTEFACT_PATH.search(json.dumps(output)), output
+
+
+def test_every_notebook_has_one_install_entry_and_every_entry_a_notebook():
+    keys = [notebook_key(path.name) for path in NOTEBOOKS]
+    assert sorted(keys) == sorted(NOTEBOOK_INSTALLS), "update helpers/course.py NOTEBOOK_INSTALLS"
+    assert set(NOTEBOOK_INSTALLS.values()) == {"full", "light"}
+
+
+def colab_gpu_notebooks() -> list[str]:
+    """The notebooks whose metadata asks Colab for a GPU runtime."""
+    found = []
+    for path in NOTEBOOKS:
+        metadata = nbformat.read(path, as_version=4).metadata
+        if metadata.get("accelerator") == "GPU" and metadata.get("colab", {}).get("gpuType"):
+            assert metadata["colab"]["gpuType"] == COLAB_GPU
+            found.append(path.name)
+        else:
+            assert "accelerator" not in metadata and "gpuType" not in metadata.get("colab", {})
+    return found
+
+
+def test_the_notebooks_that_need_a_gpu_ask_colab_for_a_t4_and_say_so(capsys):
+    """Colab reads `accelerator` and `colab.gpuType` when it opens a notebook: a full-install
+    notebook asks for a T4; one that needs no GPU asks for nothing. The title says the same."""
+    gpu = colab_gpu_notebooks()
+    with capsys.disabled():
+        print(f"\nnotebooks with Colab GPU metadata: {', '.join(gpu)}")
+    assert gpu == [p.name for p in NOTEBOOKS if notebook_install(p.name) == "full"]
+    assert {"01_load_4bit_lora.ipynb", "04_grpo_training.ipynb", "05_evaluation.ipynb",
+            "06_save_and_use.ipynb"} <= set(gpu)
+    for path in NOTEBOOKS:
+        title = nbformat.read(path, as_version=4).cells[0].source
+        assert colab_line(path.name) in title.split("\n\n"), path.name
+        if path.name in gpu:
+            assert "No GPU? Runtime → Change runtime type → T4 GPU" in colab_line(path.name)
 
 
 def test_badges_and_bootstrap_match_helpers_course():

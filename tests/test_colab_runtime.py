@@ -1,0 +1,82 @@
+"""On Colab: start() warns loudly when a GPU notebook got a runtime without a GPU, and notebook 04
+hands its run over to 05 by flushing Google Drive. Colab is faked with a `google.colab` module."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import sys
+import types
+
+import pytest
+
+from helpers import paths, session
+from helpers.hardware import CPU_ONLY, TESLA_T4
+
+
+@pytest.fixture
+def fake_colab(monkeypatch, tmp_path):
+    """A `google.colab` whose drive mounts into a temporary folder and records a flush."""
+    flushed = []
+    drive = types.ModuleType("google.colab.drive")
+    drive.mount = lambda path, **kw: (tmp_path / "drive" / "MyDrive").mkdir(parents=True)
+    drive.flush_and_unmount = lambda **kw: flushed.append(kw)
+    colab = types.ModuleType("google.colab")
+    colab.drive = drive
+    for module in (colab, drive):
+        module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setenv("GRPO_DRIVE_MOUNT", str(tmp_path / "drive"))
+    monkeypatch.delenv("GRPO_PROFILE", raising=False)
+    return flushed
+
+
+@pytest.mark.parametrize(("hw", "requested", "colab", "notebook", "warns"), [
+    (CPU_ONLY, None, True, "grpo_training", True),  # the case it is for
+    (CPU_ONLY, None, True, "", True),  # no notebook known: warn rather than stay silent
+    (CPU_ONLY, None, True, "no_such_notebook", True),
+    (CPU_ONLY, "smoke", True, "grpo_training", False),  # PROFILE = "smoke" on purpose
+    (CPU_ONLY, None, True, "gsm8k_formatting", False),  # a light notebook needs no GPU
+    (CPU_ONLY, None, False, "grpo_training", False),  # off Colab (CI, a laptop)
+    (TESLA_T4, None, True, "grpo_training", False),
+])
+def test_who_is_warned(monkeypatch, hw, requested, colab, notebook, warns):
+    monkeypatch.delenv("GRPO_PROFILE", raising=False)
+    assert session.warns_no_gpu(hw, requested, colab, notebook) is warns
+
+
+def test_grpo_profile_set_on_purpose_silences_it(monkeypatch):
+    monkeypatch.setenv("GRPO_PROFILE", "smoke")
+    assert session.warns_no_gpu(CPU_ONLY, None, True, "grpo_training") is False
+
+
+def test_start_on_a_colab_runtime_without_a_gpu_prints_the_boxed_warning(fake_colab, monkeypatch,
+                                                                         capsys):
+    monkeypatch.setenv(session.NOTEBOOK_ENV, "grpo_training")
+    monkeypatch.setattr(session, "detect_hardware", lambda: CPU_ONLY)
+    monkeypatch.setattr(session, "use_one_cpu_thread", lambda hw: None)
+    hw, profile = session.start()
+    out = capsys.readouterr().out
+    with capsys.disabled():
+        print("\n" + out)
+    assert profile.name == "smoke"
+    box = out.split("Hardware :")[0].splitlines()
+    assert box[0].startswith("╔") and box[-1].startswith("╚")
+    assert all(len(line) == session.BOX_WIDTH for line in box)
+    text = " ".join(line.strip("║ ") for line in box)
+    assert "NO GPU IN THIS COLAB RUNTIME" in text and "not the real run" in text
+    assert "Runtime → Change runtime type → T4 GPU" in text and 'PROFILE = "smoke"' in text
+    session.start("smoke")  # the same, chosen on purpose: no box
+    assert "╔" not in capsys.readouterr().out
+
+
+def test_flush_drive_does_nothing_off_colab(monkeypatch):
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    assert "nothing to flush" in paths.flush_drive() and "05 can be opened" in paths.flush_drive()
+
+
+def test_flush_drive_on_colab_flushes_a_mounted_drive_and_says_05_can_be_opened(fake_colab):
+    assert "nothing to flush" in paths.flush_drive()  # not mounted yet: nothing pending
+    paths.mount_drive()
+    message = paths.flush_drive()
+    assert fake_colab == [{}] and "flushed and unmounted" in message
+    assert "notebook 05 can be opened now" in message
