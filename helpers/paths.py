@@ -336,10 +336,11 @@ def usable_adapter(run: Path, profile: Profile | None = None) -> Path:
                     .get("base_model_name_or_path") or "")
         expected = resolve_model_name(profile)
         if not _same_model(saved, expected):
+            model = Path(expected).name if expected.startswith(("/", ".")) else expected
             raise RunFolderError(
                 f"The run in {shown(run)} was trained on {saved}, not on the {profile.name} "
-                f"profile's {profile.model_name}: set PROFILE to the profile that run used, or "
-                f"RUN_FOLDER to a {profile.name} run."
+                f"profile's {model}: set PROFILE to the profile that run used, or RUN_FOLDER to "
+                f"a {profile.name} run."
             )
     return adapter
 

@@ -367,8 +367,9 @@ def describe_skipped(checkpoint: Path, problem: str, fallback: Path | None) -> s
     then = (f"resuming from {fallback.name} instead" if fallback is not None
             else "no complete checkpoint is left, so training starts again at step 1")
     return (
-        f"Skipping {checkpoint.name} in {shown(checkpoint.parent)}: {problem}, so its save was cut "
-        f"off; {then}, and {checkpoint.name} is deleted and saved again when training gets there."
+        f"Skipping {checkpoint.name} in {shown(checkpoint.parent)}: {problem}, a save that did not "
+        f"finish; {then}, and {checkpoint.name} is deleted and saved again when training reaches "
+        "it."
     )
 
 

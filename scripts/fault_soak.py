@@ -593,6 +593,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--processes", type=int, choices=(1, 2), default=1,
                         help="2: also kill and resume a 2-process (gloo, CPU) run")
+    parser.add_argument("--disk-full-mount", action="store_true",
+                        help="(root) train into a small tmpfs until it is full, then enlarge it "
+                        "and resume: a real 'No space left on device'")
     parser.add_argument("--cold", action="store_true",
                         help="a fresh python per attempt instead of forking a warm one")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
@@ -615,6 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"after the kill: {merge['after_kill']}; after the rerun: {merge['after_rerun']}")
         if args.random:
             rows += random_soak(runner, root, args.random, args.seed)
+        if args.disk_full_mount:
+            rows.append(full_disk_soak(runner, root / "full-disk"))
     finally:
         runner.close()
     if args.processes == 2:
@@ -623,6 +628,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def full_disk_soak(runner: Zygote | Cold, root: Path, size: str = "6m") -> Row:
+    """Train into a tmpfs of `size` until a write fails with ENOSPC; enlarge it; resume."""
+    run, fault_dir = root / "run", root / "faults"
+    run.mkdir(parents=True)
+    fault_dir.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(run)],
+                           capture_output=True, text=True)
+    if mount.returncode != 0:
+        print(f"--disk-full-mount skipped: cannot mount a tmpfs ({mount.stderr.strip()})")
+        return Row("full tmpfs (skipped)", 0, [], 0.0)
+    try:
+        began, history = time.monotonic(), History()
+        full = attempt(runner, "train", train_argv(run), fault_dir, "full-disk")
+        errors = error_lines(full.output)
+        assert full.exit_code == 1 and len(errors) == 1, full.output[-3000:]
+        held = check_after_kill(run, fault_dir, history, SAVE_STEPS)
+        after_failure = history.state
+        print(f"full tmpfs ({size}): {errors[0]}")
+        subprocess.run(["mount", "-o", "remount,size=64m", str(run)], check=True)
+        done = attempt(runner, "train", train_argv(run), fault_dir, "full-disk-resumed")
+        assert done.exit_code == 0, done.output[-3000:]
+        held += check_after_kill(run, fault_dir, history, SAVE_STEPS) + check_finished(run)
+        note = f"after the failure: {after_failure}; resumed after a remount to 64m"
+        return Row(f"full tmpfs ({size})", 1, sorted(set(held)), time.monotonic() - began, note)
+    finally:
+        subprocess.run(["umount", str(run)], check=False)
 
 
 def two_process_soak(root: Path, max_steps: int = MAX_STEPS) -> Row:

@@ -376,6 +376,7 @@ FAULT_POINTS = (
     "after-save",  # right after a whole save: checkpoint, log and adapter
 )
 DISK_FULL_BYTES = 256 * 1024  # "disk-full": any later write past this size fails halfway
+PAUSE_LIMIT_SECONDS = 600  # a paused run exits by itself after this, or when its parent dies
 
 
 @dataclass(frozen=True)
@@ -414,10 +415,14 @@ def fault_hook(plan: FaultPlan, rank: int) -> Callable[[str, int | None], None]:
             resource.setrlimit(resource.RLIMIT_FSIZE, (DISK_FULL_BYTES, resource.RLIM_INFINITY))
             return
         reached = {"point": point, "step": step, "pid": os.getpid(), "rank": rank}
+        parent = os.getppid()
         write_json_atomic(plan.folder / f"reached-{rank}.json", reached)
         print(f"[fault] paused at {point} (step {step}), waiting to be killed", flush=True)
-        while True:
-            time.sleep(60)
+        for _ in range(PAUSE_LIMIT_SECONDS * 5):  # never outlive the test that paused it
+            if os.getppid() != parent:
+                break
+            time.sleep(0.2)
+        os._exit(3)
 
     return hook
 
