@@ -221,8 +221,9 @@ def storage_failure(error: BaseException, folder: Path, resumes: str) -> RunFold
     else:
         fix = ("free some space there (on Google Drive empty the bin too) or set RUN_FOLDER "
                "(--output-dir for the script) to a folder with room")
+    where = getattr(error, "filename", None) or folder  # torch's writer does not say which file
     return RunFolderError(
-        f"Writing into {shown(folder)} failed ({reason}; {free:.1f} GB free there): {fix}, then "
+        f"Writing into {shown(where)} failed ({reason}; {free:.1f} GB free there): {fix}, then "
         f"run again: training resumes {resumes}."
     )
 

@@ -488,7 +488,8 @@ def train_or_resume(trainer: Any) -> Any:
     except Exception as error:
         newest = latest_checkpoint(folder)
         resumes = f"from {newest.name}" if newest else "at step 1"
-        failure = storage_failure(error, folder, resumes)
+        run = folder.parent if folder.name == "checkpoints" else folder  # adapter, log: there too
+        failure = storage_failure(error, run, resumes)
         if failure is None:
             raise
         raise failure from None

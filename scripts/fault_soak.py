@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers.paths import adapter_problem, file_problem, usable_adapter  # noqa: E402
+from helpers.paths import adapter_problem, file_problem, has_adapter, usable_adapter  # noqa: E402
 from helpers.training import (  # noqa: E402
     checkpoint_dir,
     checkpoint_every,
@@ -338,6 +338,7 @@ class History:
     trained: dict[int, str] = field(default_factory=dict)  # step -> weights' checksum
     seen_pids: set[int] = field(default_factory=set)
     state: str = ""  # what the last check found on disk
+    adapter_seen: bool = False  # once there is an adapter, there must always be a whole one
 
 
 def journal(fault_dir: Path) -> list[dict[str, Any]]:
@@ -401,7 +402,13 @@ def check_after_kill(run: Path, fault_dir: Path, history: History, save_steps: i
     held.append("log: one entry per step")
 
     history.state = f"checkpoint {step}, log to step {len(steps)}"
-    if step:
+    if step and not has_adapter(run):  # killed between the first checkpoint and the first adapter
+        assert not history.adapter_seen, "the run had an adapter, and now has none"
+        assert step <= save_steps, f"checkpoint-{step} is whole, yet no adapter was ever written"
+        history.state += ", no adapter yet (05 says: run 04 first)"
+        held.append("no adapter yet: killed before the first one")
+    elif step:
+        history.adapter_seen = True
         adapter = usable_adapter(run)  # raises if no whole adapter
         saved = json.loads((adapter / "training_step.json").read_text())["step"]
         history.state += f", {adapter.name}/ at step {saved}"

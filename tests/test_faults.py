@@ -84,8 +84,8 @@ def test_a_half_written_checkpoint_4_resumes_from_checkpoint_2(faults):
 def test_a_full_disk_is_one_sentence_and_the_rerun_resumes(faults):
     output = faults["outputs"]["save:model-written@6 (disk-full)"]
     sentence = faults["outputs"]["disk-full sentence"]
-    folder = shown(faults["run"] / "checkpoints")
-    assert sentence.startswith(f"train_grpo.py: error: Writing into {folder} failed (")
+    run = shown(faults["run"])
+    assert sentence.startswith(f"train_grpo.py: error: Writing into {run} failed (")
     assert "set RUN_FOLDER" in sentence and sentence.endswith("training resumes from checkpoint-4.")
     assert "Traceback" not in output
     assert "RESUMING from checkpoint-4" in faults["outputs"]["log-history@6"]

@@ -198,6 +198,12 @@ def test_a_failed_write_is_one_sentence_with_its_fix(tmp_path, error, reason, fi
     assert "\n" not in message
 
 
+def test_a_failed_write_names_the_file_when_python_knows_it(tmp_path):
+    error = OSError(28, "No space left on device", str(tmp_path / "adapter.partial" / "x.json"))
+    message = str(paths.storage_failure(error, tmp_path / "checkpoints", "from checkpoint-2"))
+    assert message.startswith(f"Writing into {tmp_path / 'adapter.partial' / 'x.json'} failed (")
+
+
 def test_other_errors_are_not_taken_for_storage_faults(tmp_path):
     assert paths.storage_failure(ValueError("bad shape"), tmp_path, "") is None
     assert paths.storage_failure(RuntimeError("CUDA out of memory"), tmp_path, "") is None
