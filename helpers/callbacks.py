@@ -15,11 +15,16 @@ from typing import Any
 from transformers import TrainerCallback
 
 from helpers.plotting import HELDOUT_KEY
-from helpers.training import format_eta, save_adapter
+from helpers.training import format_eta, save_adapter, saved_adapter_step
 
 
 class AdapterCheckpoint(TrainerCallback):
-    """On every checkpoint (and at the end), write run_dir/adapter with the step it holds."""
+    """On every checkpoint (and at the end), write run_dir/adapter with the step it holds.
+
+    on_save runs after the trainer has written the whole checkpoint; save_adapter swaps the new
+    adapter in, so 05 and 06 never read a half-written one. After a resume it also brings the
+    adapter up to the checkpoint just loaded, in case a kill stopped the last swap.
+    """
 
     def __init__(self, run_dir: Path, tokenizer: Any) -> None:
         self.run_dir = Path(run_dir)
@@ -27,6 +32,13 @@ class AdapterCheckpoint(TrainerCallback):
 
     def on_save(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any):
         if state.is_world_process_zero and model is not None:
+            save_adapter(model, self.tokenizer, self.run_dir, state.global_step, state.max_steps)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any):
+        resumed = state.global_step > 0
+        if resumed and state.is_world_process_zero and model is not None and (
+            saved_adapter_step(self.run_dir) != state.global_step
+        ):
             save_adapter(model, self.tokenizer, self.run_dir, state.global_step, state.max_steps)
 
 

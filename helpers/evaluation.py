@@ -11,6 +11,7 @@ import csv
 import hashlib
 import json
 import math
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -18,7 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from helpers.data import extract_gold_answer, make_prompt
-from helpers.paths import ROOT, shown
+from helpers.paths import (
+    ROOT,
+    check_writable,
+    fault_point,
+    file_problem,
+    has_adapter,
+    shown,
+    usable_adapter,
+    write_json_atomic,
+)
 
 if TYPE_CHECKING:
     from helpers.profiles import Profile
@@ -278,16 +288,100 @@ def per_problem_rows(
 Generate = Callable[..., list[list[Generation]]]
 
 
+def model_fingerprint(side: str, adapter_dir: Path) -> str:
+    """What one side's answers depend on besides prompts and decoding: its weights.
+
+    trained: the adapter's bytes; base: the base model the adapter names (the adapter is off).
+    """
+    config, weights = adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors"
+    if side == "trained" and weights.is_file():
+        return hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
+    if side == "base" and config.is_file():
+        return fingerprint(json.loads(config.read_text()).get("base_model_name_or_path"))
+    return fingerprint([side, str(adapter_dir)])
+
+
+def answers_folder(
+    store: Path, side: str, prompts: Sequence[str], settings: DecodingSettings, adapter_dir: Path
+) -> Path:
+    """Where one side's answers are kept: a folder per side, prompts, decoding and weights."""
+    key = fingerprint([fingerprint(list(prompts)), fingerprint(settings),
+                       model_fingerprint(side, adapter_dir)])
+    return store / f"{side}-{key}"
+
+
+def _saved_batch(path: Path, prompts: Sequence[str]) -> list[list[Generation]] | None:
+    """A batch saved by an earlier run for exactly these prompts, or None."""
+    if file_problem(path):
+        return None
+    saved = json.loads(path.read_text())
+    if saved.get("prompts") != fingerprint(list(prompts)) or len(saved["answers"]) != len(prompts):
+        return None
+    return [[Generation(**sample) for sample in samples] for samples in saved["answers"]]
+
+
+def describe_reuse(side: str, reused: int, total: int, folder: Path) -> str:
+    """What a side's pass is about to do with the answers an earlier run saved."""
+    where = f"{folder.parent.parent.name}/{folder.parent.name}/{folder.name}"
+    if reused == total:
+        return (f"{side}: reusing all {total} answers saved in {where} (same prompts, decoding "
+                "and weights).")
+    if reused:
+        return (f"{side}: reusing {reused} of {total} answers saved in {where} by a run that "
+                f"stopped; generating the other {total - reused}.")
+    return f"{side}: generating {total} answers, saved batch by batch in {where}."
+
+
+def generate_or_reuse(
+    model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings, side: str,
+    adapter_dir: Path, generate: Generate, store: Path,
+) -> list[list[Generation]]:
+    """One side's answers, a batch at a time; each batch is saved as it finishes, and reused.
+
+    So a kill during the trained pass keeps the base pass and the trained batches done so far.
+    Each batch is generated on its own (sampled decoding seeds each batch alike), so a resumed
+    pass draws what an unbroken one would.
+    """
+    folder = answers_folder(store, side, prompts, settings, adapter_dir)
+    size = settings.batch_size
+    batches = [list(prompts[start : start + size]) for start in range(0, len(prompts), size)]
+    paths = [folder / f"{i * size:06d}.json" for i in range(len(batches))]
+    saved = [_saved_batch(path, batch) for path, batch in zip(paths, batches, strict=True)]
+    reused = sum(len(batch) for batch, found in zip(batches, saved, strict=True) if found)
+    print(describe_reuse(side, reused, len(prompts), folder), flush=True)
+    answers: list[list[Generation]] = []
+    for path, batch, found in zip(paths, batches, saved, strict=True):
+        if found is None:
+            found = generate(model, tokenizer, batch, settings, side, adapter_dir)
+            rows = [[asdict(sample) for sample in samples] for samples in found]
+            write_json_atomic(path, {"prompts": fingerprint(batch), "answers": rows})
+            fault_point(f"eval:{side}", len(answers) + len(batch))
+        answers.extend(found)
+    for stale in store.glob(f"{side}-*"):  # answers for other prompts, decoding or weights
+        if stale != folder:
+            shutil.rmtree(stale, ignore_errors=True)
+    return answers
+
+
 def evaluate(
     model: Any, tokenizer: Any, rows: Sequence[dict[str, str]], settings: DecodingSettings,
-    adapter_dir: Path, generate: Generate = generate_side,
+    adapter_dir: Path, generate: Generate = generate_side, store: Path | None = None,
 ) -> dict[str, Any]:
-    """Base and trained on the same rows: one prompt list, one settings object, one scorer."""
+    """Base and trained on the same rows: one prompt list, one settings object, one scorer.
+
+    With `store` (notebook 05: run/eval/answers), answers are saved per model and per batch, and
+    a rerun reuses them, saying so.
+    """
     questions = [row["question"] for row in rows]
     golds = [extract_gold_answer(row["answer"]) for row in rows]
     prompts = build_prompts(tokenizer, questions)  # built once: both sides get these very strings
+    if store is not None:
+        check_writable(store)
     outputs = {
-        side: generate(model, tokenizer, prompts, settings, side, adapter_dir) for side in SIDES
+        side: generate(model, tokenizer, prompts, settings, side, adapter_dir) if store is None
+        else generate_or_reuse(model, tokenizer, prompts, settings, side, adapter_dir, generate,
+                               store)
+        for side in SIDES
     }
     return {
         "settings": asdict(settings),
@@ -392,21 +486,22 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def save_results(results: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
-    """Write results.json (everything) and problems.csv (the per-problem table)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write results.json (everything) and problems.csv (the per-problem table), each atomically."""
     json_path, csv_path = out_dir / "results.json", out_dir / "problems.csv"
-    json_path.write_text(json.dumps(results, indent=1))
-    with csv_path.open("w", newline="") as f:
+    write_json_atomic(json_path, results)
+    partial = csv_path.with_name(csv_path.name + ".partial")
+    with partial.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(results["problems"][0]))
         writer.writeheader()
         writer.writerows(results["problems"])
+    partial.replace(csv_path)
     return json_path, csv_path
 
 
 def load_results(out_dir: Path) -> dict[str, Any] | None:
-    """The results.json a previous run saved in `out_dir`, or None."""
+    """The results.json a previous run saved in `out_dir`, or None (also when it is not whole)."""
     path = out_dir / "results.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return None if file_problem(path) else json.loads(path.read_text())
 
 
 def compare_runs(previous: dict[str, Any] | None, current: dict[str, Any]) -> str:
@@ -427,14 +522,13 @@ def compare_runs(previous: dict[str, Any] | None, current: dict[str, Any]) -> st
 
 
 def require_adapter(run: Path) -> Path:
-    """The adapter notebook 04 saved in `run`, or a clear error saying how to make it."""
-    adapter = run / "adapter"
-    if not (adapter / "adapter_config.json").exists():
+    """The whole adapter notebook 04 saved in `run`, or a clear error saying how to make it."""
+    if not has_adapter(run):
         raise AdapterMissingError(
-            f"No trained LoRA adapter in {shown(adapter)}: run notebook 04 first (or "
+            f"No trained LoRA adapter in {shown(run / 'adapter')}: run notebook 04 first (or "
             "scripts/train_grpo.py) with this profile, or pass the run's adapter folder."
         )
-    return adapter
+    return usable_adapter(run)
 
 
 def plot_before_after(results: dict[str, Any], ax: Any = None) -> Any:

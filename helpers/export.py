@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.data import make_prompt
 from helpers.hardware import Hardware, choose_precision, detect_hardware
-from helpers.paths import ROOT
+from helpers.paths import ROOT, clear_staging, fault_point, swap_in
 
 if TYPE_CHECKING:
     from helpers.profiles import Profile
@@ -91,13 +91,22 @@ def merge_to_16bit(
 
     On a GPU unsloth dequantizes the 4-bit base as it merges. Its CPU backend cannot merge into
     4-bit weights, so on CPU the adapter is reloaded on a 16-bit base first: same call, same file.
+    The merge is written to `<out_dir>.partial` and renamed into place only when it is done, so a
+    kill never leaves an `out_dir` that looks finished; a rerun deletes the partial one first.
     """
+    staging = staging_dir(out_dir)
+    clear_staging(staging, "a merge")
     if not hw.cuda:
         model, tokenizer = load_trained(
             profile, adapter_dir, load_in_4bit=False, fast_inference=False
         )
-    model.save_pretrained_merged(str(out_dir), tokenizer, save_method="merged_16bit")
-    return out_dir
+    model.save_pretrained_merged(str(staging), tokenizer, save_method="merged_16bit")
+    return swap_in(staging, out_dir, point="export:merge")
+
+
+def staging_dir(out_dir: Path) -> Path:
+    """Where an export is written before it is renamed to `out_dir`."""
+    return out_dir.with_name(out_dir.name + ".partial")
 
 
 def billions_of_parameters(profile: Profile) -> float:
@@ -195,9 +204,24 @@ def remove_gguf_intermediates(out_dir: Path, quantization: str) -> list[str]:
     return removed
 
 
-def export_gguf(model: Any, tokenizer: Any, out_dir: Path, quantization: str = "q4_k_m") -> Any:
-    """llama.cpp's GGUF file via unsloth: merges, converts, quantizes (builds llama.cpp once)."""
-    return model.save_pretrained_gguf(str(out_dir), tokenizer, quantization_method=quantization)
+def export_gguf(model: Any, tokenizer: Any, out_dir: Path, quantization: str = "q4_k_m") -> Path:
+    """llama.cpp's GGUF file via unsloth: merges, converts, quantizes (builds llama.cpp once).
+
+    unsloth 2026.10.9 writes its 16-bit merge into the folder it is given and the GGUF files into
+    `<folder>_gguf` beside it; both go to staging folders first. Once the export has finished,
+    the intermediate copies are deleted and the GGUF folder is renamed to `out_dir`, so `out_dir`
+    only ever holds a finished export.
+    """
+    staging = staging_dir(out_dir)
+    gguf_staging = staging.with_name(staging.name + "_gguf")
+    clear_staging(staging, "a GGUF merge")
+    clear_staging(gguf_staging, "a GGUF export")
+    print(model.save_pretrained_gguf(str(staging), tokenizer, quantization_method=quantization))
+    fault_point("export:gguf")
+    removed = remove_gguf_intermediates(staging, quantization)
+    print("Deleted the intermediate copies:", ", ".join(removed) or "none")
+    shutil.rmtree(staging, ignore_errors=True)  # the merge, if no quantized file named it
+    return swap_in(gguf_staging, out_dir, point="export:gguf-swap")
 
 
 def merged_dtype(hw: Hardware) -> str:

@@ -475,8 +475,9 @@ class CompletionSampler(TrainerCallback):
         if step % self.every and step != 1 and step < state.max_steps:
             return
         self.rows = [r for r in self.rows if r["step"] < step] + self.capture(step)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.rows, indent=1))
+        from helpers.paths import write_json_atomic  # a kill mid-write must not break the resume
+
+        write_json_atomic(self.path, self.rows)
 
     def capture(self, step: int) -> list[dict[str, Any]]:
         """Rows for the newest generation batch: one group's completions and rewards."""

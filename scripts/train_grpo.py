@@ -9,6 +9,9 @@
 Same data, rewards, profile, GRPOConfig, checkpoints, log and figures as notebook 04 (all from
 `helpers`). What changes with several processes is decided in one place, `plan_run`: unsloth
 trains on one device only, so several processes load the model with transformers + peft.
+
+For the fault-injection tests (tests/test_faults.py, scripts/fault_soak.py) the run can stop at a
+named point (FAULT_POINTS) and wait there to be killed; that is off unless $GRPO_FAULT_DIR is set.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,9 +35,17 @@ if str(ROOT) not in sys.path:
 
 # These import torch at most: `import unsloth` must still come before trl/transformers/peft.
 from helpers.hardware import Hardware, choose_precision  # noqa: E402
-from helpers.paths import run_dir, shown  # noqa: E402
+from helpers.paths import (  # noqa: E402
+    RunFolderError,
+    add_fault_hook,
+    check_writable,
+    fault_point,
+    run_dir,
+    shown,
+    write_json_atomic,
+)
 from helpers.profiles import PROFILES, Profile  # noqa: E402
-from helpers.training import describe_batch  # noqa: E402
+from helpers.training import TrainingConfigError, describe_batch  # noqa: E402
 
 if TYPE_CHECKING:
     from trl import GRPOConfig
@@ -309,18 +321,28 @@ def param_dump_callback(folder: Path, rank: int, world_size: int, seen: list[dic
         }
 
     class ParamDump(TrainerCallback):
+        """Rewritten after every step, so a run killed mid-way leaves the steps it finished."""
+
         def __init__(self) -> None:
             self.record: dict[str, Any] = {
                 "rank": rank, "world_size": world_size, "pid": os.getpid(), "steps": [],
+                "scored": seen,
             }
 
         def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                            **kwargs: Any) -> None:
             from accelerate import PartialState
 
+            self.record["start_step"] = state.global_step  # > 0 after a resume
             state = PartialState()
             self.record.update(backend=state.backend, distributed_type=str(state.distributed_type))
             self.record["initial_params"] = checksum(trainable(model, grads=False))
+            self.record["config"] = {
+                k: getattr(args, k) for k in (
+                    "per_device_train_batch_size", "gradient_accumulation_steps",
+                    "num_generations", "generation_batch_size", "steps_per_generation",
+                )
+            }
 
         def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None,
                                   **kwargs: Any) -> None:
@@ -334,19 +356,133 @@ def param_dump_callback(folder: Path, rank: int, world_size: int, seen: list[dic
                         **kwargs: Any) -> None:
             step = self.record["steps"][-1]
             step.update(step=state.global_step, params=checksum(trainable(model, grads=False)))
+            write_json_atomic(folder / f"rank{rank}.json", self.record)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.record["scored"] = seen
-            self.record["config"] = {
-                k: getattr(args, k) for k in (
-                    "per_device_train_batch_size", "gradient_accumulation_steps",
-                    "num_generations", "generation_batch_size", "steps_per_generation",
-                )
-            }
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"rank{rank}.json").write_text(json.dumps(self.record, indent=1))
+            write_json_atomic(folder / f"rank{rank}.json", self.record)
 
     return ParamDump()
+
+
+# ---- fault injection: named points where a test stops the run (off without $GRPO_FAULT_DIR) ----
+
+FAULT_POINTS = (
+    "step",  # mid-step: completions generated, being scored (inside the first reward function)
+    "save:model-written",  # checkpoint-N holds the model and tokenizer only
+    "save:optimizer-written",  # ... and optimizer.pt, scheduler.pt
+    "save:before-trainer-state",  # ... and rng_state.pth: everything but trainer_state.json
+    "adapter-swap",  # run/adapter renamed to adapter.old/, the new one not yet in place
+    "log-history",  # log_history.json.partial written, not yet renamed over log_history.json
+    "after-save",  # right after a whole save: checkpoint, log and adapter
+)
+DISK_FULL_BYTES = 256 * 1024  # "disk-full": any later write past this size fails halfway
+PAUSE_LIMIT_SECONDS = 600  # a paused run exits by itself after this, or when its parent dies
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """$GRPO_FAULT_DIR (markers, journal), $GRPO_FAULT_AT ('point@step'), $GRPO_FAULT_ACTION."""
+
+    folder: Path
+    point: str | None
+    step: int | None
+    action: str  # "pause": write reached-<rank>.json and wait to be killed; or "disk-full"
+
+
+def fault_plan(env: Mapping[str, str]) -> FaultPlan | None:
+    """The fault a test asked for in the environment, or None (a normal run)."""
+    if not env.get("GRPO_FAULT_DIR"):
+        return None
+    point, _, step = env.get("GRPO_FAULT_AT", "").partition("@")
+    action = env.get("GRPO_FAULT_ACTION", "pause")
+    if point and point not in FAULT_POINTS and not point.startswith(("eval:", "export:")):
+        raise ValueError(f"Unknown fault point {point!r}: use one of {', '.join(FAULT_POINTS)}.")
+    return FaultPlan(Path(env["GRPO_FAULT_DIR"]), point or None, int(step) if step else None,
+                     action)
+
+
+def fault_hook(plan: FaultPlan, rank: int) -> Callable[[str, int | None], None]:
+    """What happens at a fault point: nothing, unless it is the planned one."""
+
+    def hook(point: str, step: int | None) -> None:
+        if point != plan.point or (plan.step is not None and step != plan.step):
+            return
+        if plan.action == "disk-full":  # a real write failure, part of the file on disk
+            import resource  # Unix only, like the fault tests
+            import signal
+
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # so write() fails with EFBIG instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (DISK_FULL_BYTES, resource.RLIM_INFINITY))
+            return
+        reached = {"point": point, "step": step, "pid": os.getpid(), "rank": rank}
+        parent = os.getppid()
+        write_json_atomic(plan.folder / f"reached-{rank}.json", reached)
+        print(f"[fault] paused at {point} (step {step}), waiting to be killed", flush=True)
+        for _ in range(PAUSE_LIMIT_SECONDS * 5):  # never outlive the test that paused it
+            if os.getppid() != parent:
+                break
+            time.sleep(0.2)
+        os._exit(3)
+
+    return hook
+
+
+def paused_mid_step(func: Callable) -> Callable:
+    """`func` (a reward function), with the 'step' fault point before it (same __name__)."""
+
+    @functools.wraps(func)
+    def wrapper(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        state = kwargs.get("trainer_state")
+        fault_point("step", state.global_step + 1 if state is not None else None)
+        return func(completions, **kwargs)
+
+    return wrapper
+
+
+def mark_save_phases(trainer: Any) -> None:
+    """Fault points between the phases of transformers' Trainer._save_checkpoint (4.56.2)."""
+
+    def around(name: str, before: str | None, after: str | None) -> None:
+        original = getattr(trainer, name)
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if before:
+                fault_point(before, trainer.state.global_step)
+            result = original(*args, **kwargs)
+            if after:
+                fault_point(after, trainer.state.global_step)
+            return result
+
+        setattr(trainer, name, wrapper)
+
+    around("_save_optimizer_and_scheduler", "save:model-written", "save:optimizer-written")
+    around("_save_rng_state", None, "save:before-trainer-state")
+
+
+def fault_journal(folder: Path, rank: int) -> Any:
+    """A TrainerCallback appending each trained step (and its weights' checksum) to a journal,
+    and marking the 'after-save' point."""
+    from transformers import TrainerCallback
+
+    def note(**entry: Any) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / f"journal-{rank}.jsonl").open("a") as f:
+            f.write(json.dumps({"pid": os.getpid(), **entry}) + "\n")
+
+    class Journal(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            note(event="start", step=state.global_step)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None,
+                        **kwargs: Any) -> None:
+            params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+            note(event="step", step=state.global_step, params=checksum(params))
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            fault_point("after-save", state.global_step)
+
+    return Journal()
 
 
 def save_outputs(trainer: Any, tokenizer: Any, run: Path) -> None:
@@ -373,6 +509,15 @@ def save_outputs(trainer: Any, tokenizer: Any, run: Path) -> None:
     print(f"Log    : {shown(save_log_history(log, run))}")
 
 
+def cli(argv: Sequence[str] | None = None) -> int:
+    """`main` for the command line: a run folder or setting that cannot work is one line, exit 1."""
+    try:
+        return main(argv)
+    except (RunFolderError, TrainingConfigError) as error:
+        print(f"train_grpo.py: error: {error}", file=sys.stderr)
+        return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, plan, load, train (or resume), and save what notebook 04 saves."""
     args = parse_args(argv)
@@ -389,10 +534,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from accelerate import PartialState
 
     state = PartialState()  # joins the process group under `accelerate launch`
+    faults = fault_plan(os.environ)
+    if faults is not None:
+        add_fault_hook(fault_hook(faults, state.process_index))
     run = output_dir(args, profile)
     config = build_config(args, hw, profile, plan)
     if state.is_main_process:
         from helpers.training import explain_config
+
+        check_writable(run)  # before minutes of loading, not at the first checkpoint
 
         print(f"Backend: {plan.backend} ({plan.why})")
         print(describe_batch(config, plan.world_size))
@@ -422,23 +572,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if state.is_main_process:  # one writer for the figure, log and samples (notebook 04's)
         callbacks.append(LivePlot(run, every=max(1, config.max_steps // 10)))
         callbacks.append(StepTimer(every_seconds=60))
-    if plan.world_size == 1:  # ZeRO-3 shards the LoRA weights: save_outputs gathers them at the end
+    if not zero3_requested(os.environ):  # ZeRO-3 shards the LoRA: save_outputs gathers it at last
         callbacks.append(AdapterCheckpoint(run, tokenizer))
     if args.debug_dump_params is not None:
         rewards[0] = observed(rewards[0], seen)
         callbacks.append(
             param_dump_callback(args.debug_dump_params, state.process_index, plan.world_size, seen)
         )
+    if faults is not None:
+        rewards[0] = paused_mid_step(rewards[0])
+        callbacks.append(fault_journal(faults.folder, state.process_index))
     trainer = GRPOTrainer(
         model=model, processing_class=tokenizer, reward_funcs=rewards, args=config,
         train_dataset=dataset, callbacks=callbacks,
     )
     if state.is_main_process:
         trainer.add_callback(CompletionSampler(trainer, run, every=max(1, config.max_steps // 3)))
+    if faults is not None:
+        mark_save_phases(trainer)
     train_or_resume(trainer)
     save_outputs(trainer, tokenizer, run)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli())

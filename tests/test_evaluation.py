@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +32,7 @@ from helpers.evaluation import (
     summary_table,
     wilson_interval,
 )
+from helpers.paths import RunFolderError
 from helpers.profiles import PROFILES
 
 SMOKE = PROFILES["smoke"]
@@ -204,12 +206,111 @@ def test_latest_results_and_readme_table(tmp_path):
     assert "greedy decoding, at most 64 new tokens" in text
 
 
+def write_adapter(folder: Path, value: float = 1.0) -> Path:
+    """A LoRA adapter folder in peft's layout, with one tiny tensor."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_config.json").write_text('{"base_model_name_or_path": "base-model"}')
+    save_file({"lora_A": torch.full((2, 2), value)}, folder / "adapter_model.safetensors")
+    return folder
+
+
 def test_require_adapter_names_the_notebook_to_run(tmp_path):
     with pytest.raises(AdapterMissingError, match="run notebook 04 first"):
         require_adapter(tmp_path)
-    (tmp_path / "adapter").mkdir()
-    (tmp_path / "adapter" / "adapter_config.json").write_text("{}")
+    write_adapter(tmp_path / "adapter")
     assert require_adapter(tmp_path) == tmp_path / "adapter"
+    path = tmp_path / "adapter" / "adapter_model.safetensors"
+    path.write_bytes(path.read_bytes()[:40])  # cut off: refused, never loaded
+    with pytest.raises(RunFolderError, match="adapter_model.safetensors is cut off"):
+        require_adapter(tmp_path)
+
+
+# --- answers kept per model and per batch, so a rerun after a kill reuses them ------------------
+
+
+class ChatTemplate:
+    """Just enough tokenizer for build_prompts."""
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return " | ".join(m["content"] for m in messages)
+
+
+class Killed(BaseException):
+    """A kill in the middle of a pass (not an Exception: nothing may catch it)."""
+
+
+def counting_generate(calls: list, killed_at: int | None = None):
+    """A deterministic generator that records its calls and can 'die' at call number `killed_at`."""
+
+    def generate(model, tokenizer, prompts, settings, side, adapter_dir):
+        calls.append((side, len(prompts)))
+        if len(calls) == killed_at:
+            raise Killed
+        salt = 1 if side == "trained" else 0
+        return [gen(f"<answer>{(len(p) + salt) % 20}</answer>") for p in prompts]
+
+    return generate
+
+
+ROWS = [{"question": f"What is {n} + 1?", "answer": f"{n} + 1 = {n + 1}\n#### {n + 1}"}
+        for n in range(5)]
+BATCHED = DecodingSettings(max_new_tokens=8, batch_size=2)  # 5 problems: batches of 2, 2, 1
+
+
+def test_the_store_gives_the_same_results_and_a_rerun_generates_nothing(tmp_path, capsys):
+    adapter = write_adapter(tmp_path / "adapter")
+    plain = evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter, generate=counting_generate([]))
+    calls: list = []
+    stored = evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter,
+                      generate=counting_generate(calls), store=tmp_path / "eval" / "answers")
+    assert stored == plain
+    assert calls == [("base", 2), ("base", 2), ("base", 1)] + [("trained", 2), ("trained", 2),
+                                                               ("trained", 1)]
+    assert "base: generating 5 answers, saved batch by batch in eval/answers/base-" in (
+        capsys.readouterr().out)
+    again: list = []
+    rerun = evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter,
+                     generate=counting_generate(again), store=tmp_path / "eval" / "answers")
+    assert again == [] and rerun == plain
+    out = capsys.readouterr().out
+    assert "base: reusing all 5 answers saved in eval/answers/base-" in out
+    assert "trained: reusing all 5 answers" in out and "(same prompts, decoding and weights)" in out
+
+
+def test_a_kill_in_the_trained_pass_keeps_the_base_pass(tmp_path, capsys):
+    adapter, store = write_adapter(tmp_path / "adapter"), tmp_path / "eval" / "answers"
+    with pytest.raises(Killed):  # dies in the trained pass's second batch
+        evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter,
+                 generate=counting_generate([], killed_at=5), store=store)
+    capsys.readouterr()
+    calls: list = []
+    results = evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter,
+                       generate=counting_generate(calls), store=store)
+    assert calls == [("trained", 2), ("trained", 1)]
+    out = capsys.readouterr().out
+    assert "base: reusing all 5 answers" in out
+    assert "trained: reusing 2 of 5 answers saved in eval/answers/trained-" in out
+    assert "by a run that stopped; generating the other 3." in out
+    plain = evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter, generate=counting_generate([]))
+    assert results == plain
+
+
+def test_new_weights_or_a_cut_off_batch_are_generated_again(tmp_path, capsys):
+    adapter, store = write_adapter(tmp_path / "adapter"), tmp_path / "eval" / "answers"
+    evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter, generate=counting_generate([]),
+             store=store)
+    write_adapter(adapter, value=2.0)  # 04 trained further: the trained answers are stale
+    base_batch = next(store.glob("base-*")) / "000002.json"
+    base_batch.write_text('{"prompts": "x", "answers": [[{"te')  # cut off mid-write
+    calls: list = []
+    evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter, generate=counting_generate(calls),
+             store=store)
+    assert calls == [("base", 2), ("trained", 2), ("trained", 2), ("trained", 1)]
+    assert "base: reusing 3 of 5 answers" in capsys.readouterr().out
+    assert len(list(store.glob("trained-*"))) == 1  # the stale answers were removed
 
 
 # --- The real pipeline on the tiny model ---------------------------------------------------

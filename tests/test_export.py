@@ -6,6 +6,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +184,60 @@ def test_hub_token_comes_from_the_environment(monkeypatch):
     assert hub_token() is None  # no Colab here, no variable: no token, no push
     monkeypatch.setenv("HF_TOKEN", "hf_not_a_real_token")
     assert hub_token() == "hf_not_a_real_token"
+
+
+# ---- exports go to a staging folder and are renamed into place once finished ----------------
+
+
+class Killed(BaseException):
+    """A kill half-way through an export (nothing may catch it)."""
+
+
+class WritesLikeUnsloth:
+    """Stands in for unsloth's model: its save methods write what unsloth 2026.10.9 writes
+    (the merge into the folder given; GGUF files into `<folder>_gguf`), or die half-way."""
+
+    def __init__(self, die: bool = False) -> None:
+        self.die = die
+
+    def save_pretrained_merged(self, folder, tokenizer, save_method):
+        Path(folder).mkdir(parents=True)
+        (Path(folder) / "config.json").write_text("{}")
+        if self.die:
+            raise Killed
+        (Path(folder) / "model.safetensors").write_bytes(b"weights")
+
+    def save_pretrained_gguf(self, folder, tokenizer, quantization_method):
+        self.save_pretrained_merged(folder, tokenizer, "merged_16bit")
+        gguf = Path(f"{folder}_gguf")
+        gguf.mkdir()
+        for name in ("unsloth.BF16.gguf", f"unsloth.{quantization_method.upper()}.gguf"):
+            (gguf / name).write_bytes(b"gguf")
+        return "saved"
+
+
+def test_a_merge_cut_off_leaves_no_finished_looking_folder_and_a_rerun_redoes_it(tmp_path, capsys):
+    from helpers.hardware import TESLA_T4
+
+    out = tmp_path / "export" / "merged_16bit"
+    with pytest.raises(Killed):
+        merge_to_16bit(WritesLikeUnsloth(die=True), None, tmp_path, out, SMOKE, TESLA_T4)
+    assert not out.exists() and (tmp_path / "export" / "merged_16bit.partial").is_dir()
+    merge_to_16bit(WritesLikeUnsloth(), None, tmp_path, out, SMOKE, TESLA_T4)
+    assert "Removed the unfinished" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["merged_16bit"]
+
+
+def test_gguf_export_keeps_only_the_quantized_file_in_a_finished_folder(tmp_path, capsys):
+    from helpers.export import export_gguf
+
+    out = tmp_path / "export" / "gguf"
+    with pytest.raises(Killed):
+        export_gguf(WritesLikeUnsloth(die=True), None, out)
+    assert not out.exists()
+    assert export_gguf(WritesLikeUnsloth(), None, out, "q4_k_m") == out
+    assert [p.name for p in out.iterdir()] == ["unsloth.Q4_K_M.gguf"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["gguf"]
+    assert "Deleted the intermediate copies: unsloth.BF16.gguf, gguf.partial/" in (
+        capsys.readouterr().out)

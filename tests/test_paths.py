@@ -117,3 +117,93 @@ def test_exports_stay_off_drive(fake_colab, monkeypatch, tmp_path):
     monkeypatch.setenv("GRPO_EXPORT_DIR", str(tmp_path / "local"))
     assert exports_dir(on_drive) == tmp_path / "local" / "t4"
     assert exports_dir(tmp_path / "runs" / "course" / "t4") == tmp_path / "runs/course/t4/export"
+
+
+# ---- whole files, whole folders, and writes a kill cannot leave half-done ---------------------
+
+
+def test_file_problem_knows_a_cut_off_file_of_each_kind(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from helpers.paths import file_problem
+
+    save_file({"w": torch.ones(64)}, tmp_path / "a.safetensors")
+    torch.save({"w": torch.ones(64)}, tmp_path / "b.pt")
+    (tmp_path / "c.json").write_text('{"global_step": 4}')
+    for name in ("a.safetensors", "b.pt", "c.json"):
+        assert file_problem(tmp_path / name) is None
+        data = (tmp_path / name).read_bytes()
+        (tmp_path / name).write_bytes(data[: len(data) * 2 // 3])
+    assert file_problem(tmp_path / "a.safetensors").startswith("is cut off (")
+    assert file_problem(tmp_path / "b.pt") == "is cut off (not a whole torch file)"
+    assert file_problem(tmp_path / "c.json") == "is not valid JSON"
+    (tmp_path / "c.json").write_text("")
+    assert file_problem(tmp_path / "c.json") == "is empty"
+    assert file_problem(tmp_path / "missing.json") == "is missing"
+
+
+class Killed(BaseException):
+    """A kill at a fault point."""
+
+
+def test_swap_in_leaves_a_whole_folder_at_every_moment(tmp_path):
+    from helpers.paths import add_fault_hook, swap_in, whole_folder
+
+    def make(folder: Path, text: str) -> Path:
+        folder.mkdir()
+        (folder / "f.json").write_text(text)
+        return folder
+
+    def whole(folder: Path) -> str | None:
+        return None if (folder / "f.json").is_file() else "missing"
+
+    target = make(tmp_path / "adapter", '"old"')
+    hooks = paths._FAULT_HOOKS
+    try:
+        add_fault_hook(lambda point, step: (_ for _ in ()).throw(Killed) if point == "t" else None)
+        with pytest.raises(Killed):  # killed between the two renames
+            swap_in(make(tmp_path / "adapter.partial", '"new"'), target, point="t")
+    finally:
+        hooks.clear()
+    assert not target.exists()
+    assert whole_folder(target, whole) == tmp_path / "adapter.old"  # what 05 and 06 read now
+    swap_in(make(tmp_path / "adapter.partial2", '"newer"'), target)  # the next save
+    assert (target / "f.json").read_text() == '"newer"'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter", "adapter.partial"]
+
+
+def test_a_run_cut_mid_swap_still_counts_as_a_run_with_an_adapter(tmp_path):
+    run = tmp_path / "course" / "run"
+    (run / "adapter.old").mkdir(parents=True)
+    (run / "adapter.old" / "adapter_config.json").write_text("{}")
+    assert paths.has_adapter(run)
+    assert newest_run(tmp_path, "run") == run
+
+
+@pytest.mark.parametrize(("error", "reason", "fix"), [
+    (OSError(28, "No space left on device"), "No space left on device", "free some space"),
+    (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598"),
+     "a file was cut off mid-write", "free some space"),
+    (ValueError("Error while serializing: I/O error: File too large (os error 27)"),
+     "File too large", "free some space"),
+    (PermissionError(13, "Permission denied"), "Permission denied", "make it writable"),
+    (OSError(5, "Input/output error"), "Input/output error", "still mounted"),
+])
+def test_a_failed_write_is_one_sentence_with_its_fix(tmp_path, error, reason, fix):
+    failure = paths.storage_failure(error, tmp_path, "from checkpoint-4")
+    message = str(failure)
+    assert message.startswith(f"Writing into {tmp_path} failed ({reason}; ")
+    assert fix in message and message.endswith("training resumes from checkpoint-4.")
+    assert "\n" not in message
+
+
+def test_a_failed_write_names_the_file_when_python_knows_it(tmp_path):
+    error = OSError(28, "No space left on device", str(tmp_path / "adapter.partial" / "x.json"))
+    message = str(paths.storage_failure(error, tmp_path / "checkpoints", "from checkpoint-2"))
+    assert message.startswith(f"Writing into {tmp_path / 'adapter.partial' / 'x.json'} failed (")
+
+
+def test_other_errors_are_not_taken_for_storage_faults(tmp_path):
+    assert paths.storage_failure(ValueError("bad shape"), tmp_path, "") is None
+    assert paths.storage_failure(RuntimeError("CUDA out of memory"), tmp_path, "") is None

@@ -1,10 +1,10 @@
 """scripts/train_grpo.py: its command line, its GRPOConfig (the same as notebook 04's), and a real
-two-process run under `accelerate launch` with gloo, whose ranks must stay bit-identical."""
+two-process run under `accelerate launch` with gloo, killed mid-run and resumed, whose ranks must
+stay bit-identical at every step, before the kill and after the resume."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,12 +17,13 @@ import pytest
 from helpers.hardware import CPU_ONLY
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES
-from helpers.training import batch_arithmetic
+from helpers.training import batch_arithmetic, checkpoint_every
+from scripts import fault_soak
 from scripts import train_grpo as tg  # scripts/ is a namespace package from the root
 
 SCRIPT = ROOT / "scripts" / "train_grpo.py"
-ACCELERATE = Path(sys.executable).with_name("accelerate")
 TWO_PROCESS_STEPS = 8  # ~1 s a step; the seeded run needs a group with reward spread to move
+KILLED_IN = 5  # killed while scoring step 5: checkpoint-4 is whole, step 5 is lost
 
 
 
@@ -147,22 +148,29 @@ def test_batch_arithmetic_matches_trl():
 
 @pytest.fixture(scope="module")
 def two_process_run(tmp_path_factory):
-    """accelerate launch, two CPU processes: the tiny model, a few steps, per-rank dumps."""
+    """accelerate launch, two CPU processes, the tiny model: killed as a whole (SIGKILL to every
+    process) while scoring step KILLED_IN, then launched again to resume; per-rank dumps of both.
+    """
     root = tmp_path_factory.mktemp("ddp")
-    # accelerate 1.16 runs one process for `--cpu` unless mpirun is given; `--multi_gpu` starts
-    # two through torchrun, and with no GPU visible accelerate joins them over gloo on CPU.
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GRPO_RUN_DIR": str(root / "runs"),
-           "OMP_NUM_THREADS": "1"}
-    command = [
-        str(ACCELERATE), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-        str(SCRIPT), "--profile", "smoke", "--max-steps", str(TWO_PROCESS_STEPS),
-        "--debug-dump-params", str(root / "dump"),
+    run, faults = root / "run", root / "faults"
+    faults.mkdir()
+    code, first, killed = fault_soak.launch_until(
+        fault_soak.two_process_command(run, TWO_PROCESS_STEPS, root / "dump-killed"), faults,
+        f"step@{KILLED_IN}")
+    assert killed, f"not stopped at step {KILLED_IN} (exit {code}):\n{first[-4000:]}"
+    code, second, _ = fault_soak.launch_until(
+        fault_soak.two_process_command(run, TWO_PROCESS_STEPS, root / "dump-resumed"), faults, None)
+    assert code == 0, second[-6000:]
+    killed_ranks, resumed_ranks = (
+        [json.loads((root / dump / f"rank{r}.json").read_text()) for r in (0, 1)]
+        for dump in ("dump-killed", "dump-resumed")
+    )
+    ranks = [  # one record per rank across both launches, as if the run had never stopped
+        {**a, "steps": a["steps"] + b["steps"], "scored": a["scored"] + b["scored"]}
+        for a, b in zip(killed_ranks, resumed_ranks, strict=True)
     ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ranks = [json.loads((root / "dump" / f"rank{r}.json").read_text()) for r in (0, 1)]
-    return {"ranks": ranks, "run": root / "runs" / "smoke", "stdout": done.stdout}
+    return {"ranks": ranks, "killed": killed_ranks, "resumed": resumed_ranks, "run": run,
+            "stdout": second}
 
 
 def test_both_ranks_take_part(two_process_run):
@@ -216,6 +224,21 @@ def test_global_batch_matches_the_notebook(two_process_run):
     said = (f"= {taught['completions_per_step']} completions per step = "
             f"{taught['prompts_per_step']} prompt(s) x {config['num_generations']} generations")
     assert said in two_process_run["stdout"]
+
+
+def test_a_killed_two_process_run_resumes_from_its_newest_checkpoint(two_process_run):
+    """The second launch starts from checkpoint-4 on both ranks, with the weights the first
+    launch had after step 4, bit for bit; the run then ends at the right step."""
+    every = checkpoint_every(TWO_PROCESS_STEPS)
+    saved = (KILLED_IN - 1) // every * every  # the newest checkpoint before the kill
+    killed, resumed = two_process_run["killed"], two_process_run["resumed"]
+    assert [len(r["steps"]) for r in killed] == [KILLED_IN - 1] * 2  # step 5 never finished
+    assert [r["start_step"] for r in resumed] == [saved, saved]
+    at_checkpoint = killed[0]["steps"][saved - 1]
+    assert at_checkpoint["step"] == saved
+    assert [r["initial_params"] for r in resumed] == [at_checkpoint["params"]] * 2
+    assert [r["steps"][-1]["step"] for r in resumed] == [TWO_PROCESS_STEPS] * 2
+    assert two_process_run["stdout"].count(f"RESUMING from checkpoint-{saved}") == 1
 
 
 def test_the_run_writes_what_notebook_04_writes(two_process_run):

@@ -433,3 +433,81 @@ def test_figure_and_log_survive_in_the_run_folder(crashed_and_resumed):
     run_dir = crashed_and_resumed["run_dir"]
     assert (run_dir / "figures" / "training.png").stat().st_size > 10_000
     assert (run_dir / "log_history.json").exists()
+
+
+# ---- what a whole checkpoint is: pinned to the trainer's own save order ----------------------
+
+
+def test_the_trainer_writes_trainer_state_last_and_rotates_only_after():
+    """helpers.training.checkpoint_problem relies on this order in transformers 4.56.2's
+    Trainer._save_checkpoint; rotation after the save means a whole checkpoint survives it."""
+    import inspect
+
+    from transformers import Trainer
+
+    source = inspect.getsource(Trainer._save_checkpoint)
+    order = ["self.save_model(", "self._save_optimizer_and_scheduler(", "self._save_rng_state(",
+             "self.state.save_to_json(", "self._rotate_checkpoints("]
+    positions = [source.index(call) for call in order]
+    assert positions == sorted(positions)
+    assert grpo_settings(SMOKE, CPU_ONLY, "/tmp/unused")["save_total_limit"] >= 2
+
+
+def test_several_processes_resume_on_cpu_despite_the_indexed_cpu_device(monkeypatch, tmp_path):
+    """transformers 4.56.2 loads the optimizer with map_location=args.device, 'cpu:0' on CPU."""
+    import torch
+    import torch.serialization as serialization
+
+    from helpers.training import _restore_on_indexed_cpu, allow_indexed_cpu_locations
+
+    torch.save({"exp_avg": torch.ones(3)}, tmp_path / "optimizer.pt")
+    stock = [entry for entry in serialization._package_registry
+             if entry[2] is not _restore_on_indexed_cpu]
+    monkeypatch.setattr(serialization, "_package_registry", stock)
+    with pytest.raises(RuntimeError, match=r"tagged with cpu:0"):
+        torch.load(tmp_path / "optimizer.pt", map_location=torch.device("cpu", 0))
+    allow_indexed_cpu_locations()
+    allow_indexed_cpu_locations()  # registers once
+    assert sum(e[2] is _restore_on_indexed_cpu for e in serialization._package_registry) == 1
+    loaded = torch.load(tmp_path / "optimizer.pt", map_location=torch.device("cpu", 0))
+    assert torch.equal(loaded["exp_avg"], torch.ones(3))
+
+
+def fake_checkpoint(folder: Path, step: int, rng=("rng_state.pth",)) -> Path:
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    save_file({"w": torch.ones(2)}, folder / "adapter_model.safetensors")
+    (folder / "adapter_config.json").write_text("{}")
+    for name in ("optimizer.pt", "scheduler.pt", *rng):
+        torch.save({"x": torch.ones(1)}, folder / name)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return folder
+
+
+def test_a_checkpoint_is_whole_only_with_every_file_the_trainer_writes(tmp_path):
+    from helpers.training import checkpoint_problem
+
+    assert checkpoint_problem(fake_checkpoint(tmp_path / "checkpoint-2", 2)) is None
+    assert checkpoint_problem(fake_checkpoint(tmp_path / "checkpoint-4", 2)) == (
+        "its trainer_state.json is for step 2, not 4")
+    ranks = fake_checkpoint(tmp_path / "checkpoint-6", 6, rng=("rng_state_0.pth",
+                                                                 "rng_state_1.pth"))
+    assert checkpoint_problem(ranks) is None
+    (ranks / "rng_state_0.pth").unlink()  # rank 0 was killed before writing its RNG state
+    assert "per-process RNG files are incomplete" in checkpoint_problem(ranks)
+    bare = fake_checkpoint(tmp_path / "checkpoint-8", 8)
+    (bare / "scheduler.pt").unlink()
+    assert checkpoint_problem(bare) == "its scheduler.pt is missing"
+
+
+def test_the_adapter_step_is_read_from_the_whole_adapter_only(tmp_path):
+    from helpers.training import saved_adapter_step
+
+    assert saved_adapter_step(tmp_path) is None
+    adapter = fake_checkpoint(tmp_path / "adapter.old", 4)  # a kill mid-swap left only .old
+    (adapter / "training_step.json").write_text('{"step": 4, "max_steps": 8}')
+    assert saved_adapter_step(tmp_path) == 4
