@@ -4,13 +4,16 @@ For each CPU float kernel path (helpers.learning.KERNEL_PATHS) and seed: a fresh
 model, SFT until 30% training accuracy (cached on disk by recipe, seed and kernel path), then from
 those same weights GRPO and three controls with the same number of optimiser updates: more SFT on
 labels, rejection-sampling fine-tuning (RFT), and GRPO with a random reward. The first version of
-RFT runs too, as the evidence for its diagnosis. Held-out greedy accuracy on 500 problems. Each
+RFT runs too, as the evidence for its diagnosis, and GRPO runs once more from a weak cold start
+(SFT stopped at 10%) with the same budget: does the cold start decide? Held-out greedy accuracy on
+500 problems. Each
 (kernel path, seed) runs in a fresh process (torch picks its kernels at import), one thread, two at
 a time. Writes runs/bench/toy_r1.json: the native path's seeds at the top level (notebook 08,
 section 4, prints them beside its own run) and every path's under `by_kernel`.
 
     python bench/toy_r1.py                                   # 4 kernel paths x 3 seeds
-    python bench/toy_r1.py --kernels native --seeds 0 --rl-steps 100 --no-diagnosis
+    python bench/toy_r1.py --kernels native --seeds 0 --rl-steps 100 --no-diagnosis \
+        --no-weak-cold-start
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from helpers.learning import KERNEL_PATHS  # noqa: E402
 from helpers.toy_r1 import (  # noqa: E402
     ToyRecipe,
+    cold_start_table,
     first_update_table,
     results_table,
     rft_table,
@@ -46,13 +50,15 @@ import json, sys
 sys.path.insert(0, {root!r})
 from helpers.toy_r1 import ToyRecipe, run_seed
 recipe = ToyRecipe(rl_steps={rl_steps})
-print(json.dumps(run_seed({seed}, recipe, controls=True, diagnose_rft={diagnose})))
+print(json.dumps(run_seed({seed}, recipe, controls=True, diagnose_rft={diagnose},
+                          weak_cold_start={weak})))
 """
 
 
-def one_seed(kernel: str, seed: int, recipe: ToyRecipe, diagnose: bool) -> dict:
+def one_seed(kernel: str, seed: int, recipe: ToyRecipe, diagnose: bool, weak: bool) -> dict:
     """One seed's row, computed in a fresh process on `kernel`."""
-    code = CHILD.format(root=str(ROOT), rl_steps=recipe.rl_steps, seed=seed, diagnose=diagnose)
+    code = CHILD.format(root=str(ROOT), rl_steps=recipe.rl_steps, seed=seed, diagnose=diagnose,
+                        weak=weak)
     env = {**os.environ, **KERNEL_PATHS[kernel]}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True).stdout
@@ -63,20 +69,34 @@ def one_seed(kernel: str, seed: int, recipe: ToyRecipe, diagnose: bool) -> dict:
 
 
 def summary(rows: list[dict]) -> dict:
-    """Means over seeds, the GRPO gain in points, and every seed's row."""
+    """Means over seeds, the GRPO gain in points (from each cold start), and every seed's row."""
     keys = [k for k in MEANS if k in rows[0]]
-    result: dict = {k: sum(r[k] for r in rows) / len(rows) for k in keys}
+    result: dict = {k: _mean([r[k] for r in rows]) for k in keys}
     result["gain_grpo_points"] = 100 * (result["acc_after_grpo"] - result["acc_before"])
+    if all("zero_spread_first_20" in r for r in rows):
+        result["zero_spread_first_20"] = _mean([r["zero_spread_first_20"] for r in rows])
+    if all("weak_cold_start" in r for r in rows):
+        weak = [r["weak_cold_start"] for r in rows]
+        result["weak_cold_start"] = {
+            "target": weak[0]["target"],
+            **{k: _mean([w[k] for w in weak])
+               for k in ("acc_before", "acc_after_grpo", "zero_spread_first_20")}}
+        result["weak_cold_start"]["gain_grpo_points"] = 100 * (
+            result["weak_cold_start"]["acc_after_grpo"] - result["weak_cold_start"]["acc_before"])
     return {**result, "seeds": rows}
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def main(kernels: list[str], seeds: list[int], rl_steps: int | None = None,
-         diagnose: bool = True) -> dict:
+         diagnose: bool = True, weak: bool = True) -> dict:
     recipe = ToyRecipe() if rl_steps is None else replace(ToyRecipe(), rl_steps=rl_steps)
     start = time.perf_counter()
     jobs = [(kernel, seed) for kernel in kernels for seed in seeds]
     with ThreadPoolExecutor(2) as pool:
-        rows = list(pool.map(lambda job: one_seed(*job, recipe, diagnose), jobs))
+        rows = list(pool.map(lambda job: one_seed(*job, recipe, diagnose, weak), jobs))
     by_kernel = {kernel: summary([row for (k, _), row in zip(jobs, rows, strict=True)
                                   if k == kernel]) for kernel in kernels}
     first = by_kernel[kernels[0]]  # the top level: native's, as notebook 08 reads it
@@ -94,6 +114,9 @@ def main(kernels: list[str], seeds: list[int], rl_steps: int | None = None,
         print("\nRFT diagnosis: what each version trained on\n" + rft_table(first["seeds"]))
         print("\nOne labelled SFT update with a fresh AdamW, from the cold start\n"
               + first_update_table(first["seeds"]))
+    if weak:
+        print("\nThe cold start decides: GRPO from the recipe's cold start and from a weak one\n"
+              + cold_start_table(first["seeds"]))
     print(f"\nwall {result['wall_s']:.0f} s")
     write_result("toy_r1", result)
     return result
@@ -109,8 +132,10 @@ def cli(argv: list[str] | None = None) -> dict:
                         help="GRPO updates, and each control's (default: the recipe's)")
     parser.add_argument("--no-diagnosis", action="store_true",
                         help="skip the first version of RFT")
+    parser.add_argument("--no-weak-cold-start", action="store_true",
+                        help="skip GRPO from the weak cold start")
     a = parser.parse_args(argv)
-    return main(a.kernels, a.seeds, a.rl_steps, not a.no_diagnosis)
+    return main(a.kernels, a.seeds, a.rl_steps, not a.no_diagnosis, not a.no_weak_cold_start)
 
 
 if __name__ == "__main__":

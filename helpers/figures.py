@@ -113,11 +113,30 @@ def toy_r1_figures(data: dict[str, Any]) -> dict[str, str]:
         out |= {f"{key}.mean.{k}": percent(v) for k, v in means.items() if k.startswith("acc_")}
         out[f"{key}.gain_grpo_points"] = points(means["gain_grpo_points"])
         out[f"{key}.seeds"] = str(len(means["seeds"]))
+    out |= weak_cold_start_figures(data)
     first = [row["rft_first_version"]["updates"] for row in data["seeds"]
              if "rft_first_version" in row]
     if first:
         out["toy_r1.rft_first_version.updates_min"] = str(min(first))
         out["toy_r1.rft_first_version.updates_max"] = str(max(first))
+    return out
+
+
+def weak_cold_start_figures(data: dict[str, Any]) -> dict[str, str]:
+    """bench/toy_r1.py: GRPO from the weak cold start beside the recipe's (when it was run)."""
+    out = {}
+    if "zero_spread_first_20" in data:
+        out["toy_r1.zero_spread_first_20"] = f"{100 * data['zero_spread_first_20']:.0f}%"
+    if "weak_cold_start_target" in data["recipe"]:
+        out["toy_r1.recipe.weak_cold_start_target"] = (
+            f"{100 * data['recipe']['weak_cold_start_target']:.0f}%")
+    if "weak_cold_start" in data:
+        weak = data["weak_cold_start"]
+        out |= {"toy_r1.weak_cold_start.acc_before": percent(weak["acc_before"]),
+                "toy_r1.weak_cold_start.acc_after_grpo": percent(weak["acc_after_grpo"]),
+                "toy_r1.weak_cold_start.gain_grpo_points": points(weak["gain_grpo_points"]),
+                "toy_r1.weak_cold_start.zero_spread_first_20":
+                    f"{100 * weak['zero_spread_first_20']:.0f}%"}
     return out
 
 

@@ -39,7 +39,7 @@ def smoke_stand_ins(monkeypatch, module) -> None:
 def toy_stand_ins(monkeypatch, module) -> None:
     row = committed("toy_r1")["seeds"][0]
     monkeypatch.setattr(module, "one_seed",
-                        lambda kernel, seed, recipe, diagnose: {**row, "seed": seed})
+                        lambda kernel, seed, recipe, diagnose, weak: {**row, "seed": seed})
 
 
 def trl_stand_ins(monkeypatch, module) -> None:

@@ -189,3 +189,20 @@ def test_benchmark_json_is_diff_friendly():
 def test_lock_figures_count_pins_not_comments():
     lock = "# header: numpy==1 in a comment\nnumpy==2.2.6  # hold: >=2.0.2,<2.3\ntorch==2.9.0\n"
     assert fg.lock_figures({"t4": lock}) == {"locks.t4.packages": "2"}
+
+
+def test_the_weak_cold_start_figures_appear_once_the_benchmark_records_them():
+    data = fg.read_json(ROOT / "runs" / "bench" / "toy_r1.json")
+    data.pop("weak_cold_start", None)
+    before = fg.toy_r1_figures(data)
+    assert not any(key.startswith("toy_r1.weak_cold_start.") for key in before)
+    data["recipe"]["weak_cold_start_target"] = 0.1
+    data["zero_spread_first_20"] = 0.3125
+    data["weak_cold_start"] = {"target": 0.1, "acc_before": 0.12, "acc_after_grpo": 0.151,
+                               "zero_spread_first_20": 0.6, "gain_grpo_points": 3.1}
+    after = fg.toy_r1_figures(data)
+    assert after["toy_r1.recipe.weak_cold_start_target"] == "10%"
+    assert after["toy_r1.zero_spread_first_20"] == "31%"
+    assert after["toy_r1.weak_cold_start.acc_after_grpo"] == "15.1%"
+    assert after["toy_r1.weak_cold_start.gain_grpo_points"] == "+3.1"
+    assert after["toy_r1.weak_cold_start.zero_spread_first_20"] == "60%"

@@ -18,6 +18,16 @@ from sync_notebooks import BOOTSTRAP_TITLE, colab_line  # noqa: E402
 
 ABSOLUTE_ARTEFACT_PATH = re.compile(r"/[\w./-]+/(\.cache|runs)/")
 SECRET = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|api[_-]?key\s*=\s*['\"][^'\"]+)")
+# A home directory, or a file inside a virtual environment or an installed package (a warning's
+# location, a traceback): what a machine leaks into an output when a path is printed in full.
+LOCAL_PATH = re.compile(r"(?<![\w.])(?:/root/|/home/[^/\s\"']+/|/Users/[^/\s\"']+/)"
+                        r"|[^\s\"']*/(?:\.venv|site-packages)/")
+
+
+def local_paths(text: str, root: Path = ROOT) -> list[str]:
+    """The machine-specific paths in `text`: home folders, installs, and the course root itself."""
+    found = [m.group(0) for m in LOCAL_PATH.finditer(text)]
+    return found + ([str(root)] if str(root) in text else [])
 
 
 def test_the_core_notebooks_exist_in_reading_order():
@@ -107,6 +117,30 @@ def test_the_notebooks_that_need_a_gpu_ask_colab_for_a_t4_and_say_so(capsys):
         assert colab_line(path.name) in title.split("\n\n"), path.name
         if path.name in gpu:
             assert "No GPU? Runtime → Change runtime type → T4 GPU" in colab_line(path.name)
+
+
+def test_local_paths_are_found_and_course_paths_are_not():
+    leak = ("/work/main/.venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:238: "
+            "UserWarning: None of the inputs have requires_grad=True")
+    assert local_paths(leak) == ["/work/main/.venv/lib/python3.11/site-packages/"]
+    assert local_paths("cached in /root/.cache/huggingface") == ["/root/"]
+    assert local_paths("see /home/ana/grpo/runs") == ["/home/ana/"]
+    assert local_paths(f"Run folder: {ROOT}/runs/course/smoke") == [str(ROOT)]
+    for fine in ("Run folder: runs/course/smoke", "Adapter: runs/course/smoke/adapter",
+                 "MyDrive/grpo-course/runs/course/t4", "unsloth/models/rl.py", "a/root/b"):
+        assert local_paths(fine) == [], fine
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_stored_outputs_hold_no_local_paths(path):
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            found = local_paths(json.dumps(output))
+            assert not found, (
+                f"{path.name}, cell {index}: a stored output shows {found[0]!r}, a path of the "
+                "machine that ran it: print it with helpers.paths.shown(...), or silence the "
+                "warning that carries it in helpers/prelude.py, then re-execute the notebook")
 
 
 def test_badges_and_bootstrap_match_helpers_course():

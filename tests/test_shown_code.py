@@ -2,9 +2,16 @@
 
 A `show_source(...)` cell may only import and call show_source, so it can be replayed here in a
 fraction of a second, without executing the notebook, and its stored output compared.
+
+A learner's cell (notebook 07) holds the learner's own version of a helper and ends with
+`check(my_x, x)`. It may only import, define functions and call check, so its versions are
+replayed here too: each must still match the helper, so neither can drift from the other.
 """
 
 import ast
+import io
+import re
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import nbformat
@@ -67,3 +74,64 @@ def test_a_shown_copy_matches_helpers(path, index):
 def test_a_cell_that_computes_is_refused():
     with pytest.raises(AssertionError, match="may only import and call show_source"):
         replay("from helpers.show import show_source\nx = 1\nshow_source(len)")
+
+
+CHECK_CALL = re.compile(r"^check\((my_\w+), (\w+)\)\s*$", re.M)
+
+
+def learner_cells(path: Path) -> list[str]:
+    nb = nbformat.read(path, as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "code" and CHECK_CALL.search(c.source)]
+
+
+def replay_learner(sources: list[str]) -> list[str]:
+    """Run a notebook's learner cells in order, in one namespace; what each `check` printed."""
+    namespace: dict = {}
+    exec("import torch\nfrom helpers.checking import check", namespace)  # noqa: S102
+    printed = []
+    for cell_source in sources:
+        tree = ast.parse(cell_source)
+        for node in tree.body:
+            is_check = (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                        and getattr(node.value.func, "id", None) == "check")
+            if not (is_check or isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef)):
+                raise AssertionError(
+                    f"a learner's cell may only import, define functions and call check; found: "
+                    f"{ast.unparse(node)[:60]!r}: move it to another cell")
+        buffer = io.StringIO()
+        with redirect_stdout(buffer):
+            exec(compile(tree, "<cell>", "exec"), namespace)  # noqa: S102 (committed notebook code)
+        printed.append(buffer.getvalue().strip())
+    return printed
+
+
+LEARNER_NOTEBOOKS = [p for p in NOTEBOOKS if learner_cells(p)]
+FROM_SCRATCH = ROOT / "notebooks" / "07_grpo_from_scratch.ipynb"
+
+
+def test_the_learner_writes_the_core_pieces_of_the_loss():
+    checked = [CHECK_CALL.search(s).group(2) for s in learner_cells(FROM_SCRATCH)]
+    assert {"group_advantages", "clipped_surrogate", "k3_kl", "aggregate", "grpo_loss"} <= set(
+        checked), checked
+
+
+@pytest.mark.parametrize("path", LEARNER_NOTEBOOKS, ids=[p.stem for p in LEARNER_NOTEBOOKS])
+def test_each_learner_version_on_the_page_matches_helpers(path):
+    for line in replay_learner(learner_cells(path)):
+        assert " matches " in line, (
+            f"{path.name}: {line} Make the cell's version and helpers/grpo_scratch.py agree again.")
+
+
+def test_a_wrong_edit_on_the_page_is_caught_by_its_check_and_by_the_loss_built_on_it():
+    cells = learner_cells(FROM_SCRATCH)
+    wrong = [s.replace("torch.min(ratio * a", "torch.max(ratio * a") for s in cells]
+    assert wrong != cells, "the clipped term's cell no longer takes a min: update this test"
+    printed = replay_learner(wrong)
+    assert any(line.startswith("my_clipped_surrogate does not match clipped_surrogate: on case 1")
+               for line in printed), printed
+    assert any(line.startswith("my_grpo_loss does not match grpo_loss") for line in printed)
+
+
+def test_a_learner_cell_that_computes_is_refused():
+    with pytest.raises(AssertionError, match="may only import, define functions and call check"):
+        replay_learner(["x = 1\ncheck(my_f, f)"])

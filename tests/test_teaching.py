@@ -205,3 +205,19 @@ def test_the_precision_line_agrees_with_the_trainer_flags(machine, tmp_path):
     precision = helpers.hardware.choose_precision(hw)
     flags = f"(bf16={settings['bf16']}, fp16={settings['fp16']})"
     assert describe_precision(hw).startswith(f"trainer {precision} {flags}")
+
+
+def test_08_states_in_words_what_the_benchmark_found():
+    """Notebook 08's reading of the controls is the benchmark's verdict, computed, word for word."""
+    import json
+
+    from helpers.toy_r1 import grpo_verdict
+
+    seeds = json.loads((ROOT / "runs" / "bench" / "toy_r1.json").read_text())["seeds"]
+    verdict = grpo_verdict(seeds)
+    nb = nbformat.read(ROOT / "notebooks" / "08_r1_recipe_toy.ipynb", as_version=4)
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert verdict in prose, (
+        f"runs/bench/toy_r1.json now says {verdict!r}, which notebook 08's section 4 does not say: "
+        "rewrite its reading of the tables (and its summary) to match")
+    assert "margin over it is what the checker taught" not in prose

@@ -224,3 +224,37 @@ def test_rft_trains_once_per_step_on_distinct_accepted_answers(tok):
     assert pooled["updates"] == 0  # fewer than 64 accepted: the first version never updated
     summary = toy_r1.rft_summary(log, model, tok)
     assert summary["already_solved_share"] == 1.0 and 0 < summary["unique_question_share"] <= 1
+
+
+def test_the_weak_cold_start_runs_grpo_from_its_own_cached_cold_start(tok, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_COURSE_CACHE", str(tmp_path))
+    train, heldout = toy_r1.split_problems()
+    recipe = replace(TINY, weak_cold_start_target=1.05)  # unreachable: stops at max steps
+    weak = toy_r1.weak_cold_start_run(tok, train, heldout[:16], 0, recipe)
+    assert weak["target"] == 1.05 and weak["cold_start"]["steps"] == TINY.cold_start_max_steps
+    assert 0 <= weak["acc_before"] <= 1 and 0 <= weak["acc_after_grpo"] <= 1
+    assert 0 <= weak["zero_spread_first_20"] <= 1
+    keys = {path.name for path in tmp_path.glob("toy-r1-cold-start-*.pt")}
+    weak_recipe = replace(recipe, cold_start_target=1.05,
+                          cold_start_check_every=recipe.weak_cold_start_check_every)
+    assert keys == {f"toy-r1-cold-start-{weak_recipe.cold_start_key(0)}.pt"}
+    assert recipe.cold_start_key(0) not in next(iter(keys))  # apart from the recipe's own
+
+
+def test_run_seed_records_the_weak_arm_only_when_asked(tok, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_COURSE_CACHE", str(tmp_path))
+    plain = toy_r1.run_seed(0, TINY, controls=False)
+    assert "weak_cold_start" not in plain and "zero_spread_first_20" in plain
+    weak = toy_r1.run_seed(0, TINY, controls=False, weak_cold_start=True)
+    assert weak["weak_cold_start"]["target"] == TINY.weak_cold_start_target
+    table = toy_r1.cold_start_table([weak])
+    assert table.count("\n") == 3 and "weak (10% target)" in table and "the recipe's" in table
+
+
+def test_first_update_columns_follow_the_learning_rate_whatever_the_dict_order():
+    row = {"seed": 2, "acc_before": 0.342, "acc_after_one_sft_update": {"0.001": 0.096,
+                                                                       "0.0001": 0.35}}
+    table = toy_r1.first_update_table([row])
+    assert table.splitlines()[0] == ("| seed | cold start | one SFT update, lr 0.0001 "
+                                     "| one SFT update, lr 0.001 |")
+    assert table.splitlines()[2] == "| 2 | 34.2% | 35.0% | 9.6% |"
