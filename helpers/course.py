@@ -25,6 +25,7 @@ NOTEBOOK_INSTALLS: dict[str, Install] = {
     "load_4bit_lora": "full",
     "gsm8k_formatting": "light",
     "reward_design": "light",
+    "policy_gradient": "light",  # plain transformers and torch on the smoke model
     "grpo_training": "full",
     "evaluation": "full",
     "save_and_use": "full",

@@ -233,6 +233,9 @@ GPU_CALLS: list[GpuCall] = [
             positional=1, bound=True, why=SAVE_WHY),
     GpuCall("helpers/export.py", "save_adapter", "model.save_pretrained", SAVE_PRETRAINED, (),
             positional=1, bound=True, why=SAVE_WHY),
+    # The training notebook's held-out accuracy: on a GPU the adapter goes to vLLM through a folder.
+    GpuCall("helpers/callbacks.py", "HeldOutAccuracy.measure", "model.save_pretrained",
+            SAVE_PRETRAINED, (), positional=1, bound=True, why=SAVE_WHY),
     GpuCall("helpers/evaluation.py", "generate_hf", "model.generate", GENERATE,
             HF_GENERATE_KWARGS, bound=True, kwargs_into=GENERATION_CONFIG,
             why=GENERATE_WHY + " (notebook 06 loads without vLLM)"),

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from helpers.profiles import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
+SMOKE_MODEL_DIR = ROOT / "models" / "smoke"  # the committed smoke model (helpers.smoke_model)
 RUN_NAME = "course"  # runs/<RUN_NAME>/<profile>; `make course` uses a timestamp instead
 DRIVE_RUNS = Path("MyDrive") / "grpo-course" / "runs"  # inside the Drive mount
 DRIVE_WHY = (
@@ -318,7 +319,7 @@ def _adapter_time(run: Path) -> float:
 
 
 def _same_model(saved: str, expected: str) -> bool:
-    """Hub ids must match; local folders (the smoke model's cache) match by folder name."""
+    """Hub ids must match; local folders (the smoke model's) match by folder name."""
     if saved == expected:
         return True
     local = saved.startswith(("/", ".")) or expected.startswith(("/", "."))
@@ -343,11 +344,12 @@ def usable_adapter(run: Path, profile: Profile | None = None) -> Path:
         print(f"adapter/ is missing in {shown(run)}: a disconnect hit 04 while it replaced it, "
               f"so the previous one, {adapter.name}/, is used (rerun 04 to finish the run).")
     if profile is not None:
-        from helpers.model import resolve_model_name
+        from helpers.profiles import SMOKE_MODEL
 
         saved = str(json.loads((adapter / "adapter_config.json").read_text())
                     .get("base_model_name_or_path") or "")
-        expected = resolve_model_name(profile)
+        # What helpers.model.resolve_model_name loads (without importing the model code here).
+        expected = str(SMOKE_MODEL_DIR) if profile.model_name == SMOKE_MODEL else profile.model_name
         if not _same_model(saved, expected):
             model = Path(expected).name if expected.startswith(("/", ".")) else expected
             raise RunFolderError(

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from helpers.data import FORMAT_TAGS, SYSTEM_PROMPT
-from helpers.paths import ROOT, shown
+from helpers.paths import SMOKE_MODEL_DIR, shown
 from helpers.synthetic import synthetic_split
 
-MODEL_DIR = ROOT / "models" / "smoke"
+MODEL_DIR = SMOKE_MODEL_DIR
 MANIFEST = "manifest.json"  # the recipe, the stop, the kernel path and each file's sha256
 
 # Change anything here and ensure_smoke_model refuses models/smoke/ until it is rebuilt.

@@ -198,7 +198,8 @@ FAKE_GIT = textwrap.dedent(f"""\
     [ -n "$FAKE_GIT_FAIL" ] && exit 128
     mkdir -p "$last/scripts" "$last/notebooks" "$last/helpers"
     cp {ROOT}/requirements.txt "$last/"
-    cp {ROOT}/helpers/course.py "$last/helpers/"
+    cp {ROOT}/helpers/course.py {ROOT}/helpers/prelude.py "$last/helpers/"
+    touch "$last/helpers/__init__.py"
     cp {ROOT}/scripts/colab_bootstrap.py "$last/scripts/"
     cp "$STUB_INSTALL" "$last/scripts/install_stack.py"
 """)

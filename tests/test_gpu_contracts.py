@@ -210,6 +210,8 @@ def variable_keys(name: str, scope: ast.AST, function: str) -> set[str]:
     keys: set[str] = set()
     assigned = False
     for node in ast.walk(scope):
+        if isinstance(node, ast.AnnAssign) and node.value is not None:  # name: dict = {...}
+            node = ast.Assign(targets=[node.target], value=node.value)
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name) and target.id == name:
