@@ -281,15 +281,21 @@ def mount_drive() -> Path:
 
 
 def flush_drive() -> str:
-    """End of notebook 04 on Colab: write out what is still pending on Google Drive and unmount
-    it, so that notebook 05's runtime sees the whole run; elsewhere nothing. Says what it did."""
+    """End of the training notebook on Colab: write out what is still pending on Google Drive, so
+    that the next notebook's runtime sees the whole run; elsewhere nothing. Says what it did.
+
+    Colab's only flush is `drive.flush_and_unmount()` ("to flush any outstanding writes"), so
+    Drive is mounted again afterwards for the cells below that still read the run folder.
+    """
     if not on_colab() or not (drive_mount() / "MyDrive").is_dir():
-        return "No Google Drive mounted here, so nothing to flush: notebook 05 can be opened now."
+        return ("No Google Drive mounted here, so nothing to flush: the next notebook can be "
+                "opened now.")
     from google.colab import drive  # Colab-only
 
-    drive.flush_and_unmount()  # "to flush any outstanding writes", as Colab's API says
-    return ("Google Drive is flushed and unmounted: the run is saved there, and notebook 05 can "
-            "be opened now, in its own runtime.")
+    drive.flush_and_unmount()
+    mount_drive()
+    return ("Google Drive is flushed: the whole run is saved there, and the next notebook can be "
+            "opened now, in its own runtime (Drive is mounted again for the cells below).")
 
 
 def training_run_dir(profile_name: str, use_drive: bool = True, folder: str = "") -> Path:

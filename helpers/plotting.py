@@ -191,7 +191,7 @@ def save_figure(log_history: LogHistory, path: Path) -> Path:
     return path
 
 
-def _notebook_display() -> Callable[..., Any] | None:
+def notebook_display() -> Callable[..., Any] | None:
     """IPython's `display` inside a Jupyter kernel; None in a script or a test."""
     try:
         from IPython import get_ipython
@@ -215,6 +215,11 @@ class LivePlot(TrainerCallback):
         self._fig: Figure | None = None
         self._handle: Any = None
 
+    @property
+    def displayed(self) -> bool:
+        """Whether the figure was drawn in this notebook (not headless, not if nothing trained)."""
+        return self._handle is not None
+
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if state.global_step % self.every == 0 or state.global_step >= state.max_steps:
             self.redraw(state.log_history)
@@ -228,7 +233,7 @@ class LivePlot(TrainerCallback):
 
     def redraw(self, log_history: LogHistory) -> None:
         """Update the figure in the notebook (one display, replaced in place); no-op headless."""
-        display = _notebook_display()
+        display = notebook_display()
         if display is None:
             return
         from IPython.display import Image

@@ -43,6 +43,9 @@ class Profile:
     # Data sizes: how many problems to train and evaluate on.
     num_train_problems: int
     num_eval_problems: int
+    # Held-out problems the training notebook scores during training (HeldOutAccuracy): on the
+    # smoke profile the evaluation notebook's own set, so its first and last scores match.
+    heldout_during_training: int
     synthetic_data: bool  # True: the offline generator stands in for GSM8K
     # For the learner: what the profile is for, and its T4 time per step (low, high) with a source.
     purpose: str = ""
@@ -76,6 +79,7 @@ SMOKE = Profile(
     max_grad_norm=1.0,
     num_train_problems=2000,
     num_eval_problems=200,
+    heldout_during_training=200,
     synthetic_data=True,
 )
 
@@ -105,6 +109,7 @@ T4 = Profile(
     max_grad_norm=0.1,
     num_train_problems=7473,
     num_eval_problems=200,
+    heldout_during_training=32,  # seconds a measurement with vLLM
     synthetic_data=False,
     purpose="the default on a free T4: finishes in one session, and starts low enough to learn",
     t4_seconds_per_step=(10, 20),
@@ -139,6 +144,7 @@ LARGE = replace(
     gradient_accumulation_steps=8,
     max_steps=500,
     num_eval_problems=500,
+    heldout_during_training=64,
     purpose="larger GPUs: an 8B general model with longer answers and groups of 8",
     t4_seconds_per_step=None,
     time_source=f"it needs 22 GB, more than a T4; for scale, {_T4_8B_RUN}",

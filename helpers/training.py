@@ -91,6 +91,11 @@ def checkpoint_every(max_steps: int) -> int:
     return max(1, min(25, max_steps // 3))
 
 
+def heldout_every(max_steps: int) -> int:
+    """Score held-out accuracy about four times a run (and before the first step)."""
+    return max(1, max_steps // 4)
+
+
 def grpo_settings(profile: Profile, hw: Hardware, output_dir: str | Path, **overrides: Any) -> dict:
     """The GRPOConfig keyword arguments for `profile` on `hw`: the same for every caller."""
     precision = choose_precision(hw)

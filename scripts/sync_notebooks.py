@@ -76,7 +76,10 @@ if "google.colab" in sys.modules:
 
     ensure_stack(COLAB_DIR, NOTEBOOK)  # skipped once it succeeded in this runtime
     os.chdir(f"{{COLAB_DIR}}/notebooks")
-sys.path.insert(0, os.path.abspath(".."))'''
+sys.path.insert(0, os.path.abspath(".."))
+from helpers.prelude import prelude
+
+prelude()  # before unsloth: known-harmless warnings hidden; on a CPU, one torch thread'''
 
 
 def is_bootstrap(source: str) -> bool:
@@ -113,6 +116,31 @@ def with_colab_metadata(metadata: dict, install: str) -> dict:
         metadata["accelerator"] = "GPU"
         colab["gpuType"] = COLAB_GPU
     return {**metadata, **({"colab": colab} if colab else {})}
+
+
+SOLUTIONS = "## Solutions"
+
+
+def with_solutions_folded(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Fold the `## Solutions` section when the notebook opens, so it spoils nothing on scroll.
+
+    Colab folds the sections whose heading cell's id is listed in `colab.collapsed_sections` (it
+    keeps a cell's id in `metadata.id`); JupyterLab folds a heading cell marked
+    `jp-MarkdownHeadingCollapsed`. The cells still run with "Run all" (and in CI).
+    """
+    headings = [c for c in nb.cells
+                if c.cell_type == "markdown" and c.source.startswith(SOLUTIONS)]
+    colab = dict(nb.metadata.get("colab", {}))
+    colab.pop("collapsed_sections", None)
+    for cell in headings:
+        cell.metadata["id"] = cell.id
+        cell.metadata["jp-MarkdownHeadingCollapsed"] = True
+    if headings:
+        colab["collapsed_sections"] = [cell.id for cell in headings]
+    nb.metadata["colab"] = colab
+    if not colab:
+        nb.metadata.pop("colab")
+    return nb
 
 
 def form_type(value: str) -> str:
@@ -179,7 +207,7 @@ def synced(path: Path) -> nbformat.NotebookNode:
     nb.metadata.pop("widgets", None)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     nb.metadata = nbformat.from_dict(with_colab_metadata(nb.metadata, notebook_install(path.name)))
-    return nb
+    return with_solutions_folded(nb)
 
 
 def synced_readme(text: str) -> str:

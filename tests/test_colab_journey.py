@@ -126,7 +126,8 @@ def journey(tmp_path_factory):
 
 def printed(outputs: list) -> str:
     """Everything the cells printed, in order."""
-    return "".join(o.get("text", "") for cell in outputs for o in cell if "text" in o)
+    return "".join(o.get("text") or o.get("data", {}).get("text/plain", "")
+                   for cell in outputs for o in cell)
 
 
 def test_without_a_run_05_and_06_say_what_to_do_in_one_sentence(journey):

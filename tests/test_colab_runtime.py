@@ -15,11 +15,13 @@ from helpers.hardware import CPU_ONLY, TESLA_T4
 
 @pytest.fixture
 def fake_colab(monkeypatch, tmp_path):
-    """A `google.colab` whose drive mounts into a temporary folder and records a flush."""
+    """A `google.colab` whose drive mounts into a temporary folder and records each flush (which
+    unmounts it, as Colab's does)."""
     flushed = []
     drive = types.ModuleType("google.colab.drive")
     drive.mount = lambda path, **kw: (tmp_path / "drive" / "MyDrive").mkdir(parents=True)
-    drive.flush_and_unmount = lambda **kw: flushed.append(kw)
+    drive.flush_and_unmount = lambda **kw: (
+        flushed.append(kw), (tmp_path / "drive" / "MyDrive").rmdir())
     colab = types.ModuleType("google.colab")
     colab.drive = drive
     for module in (colab, drive):
@@ -71,12 +73,14 @@ def test_start_on_a_colab_runtime_without_a_gpu_prints_the_boxed_warning(fake_co
 
 def test_flush_drive_does_nothing_off_colab(monkeypatch):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    assert "nothing to flush" in paths.flush_drive() and "05 can be opened" in paths.flush_drive()
+    message = paths.flush_drive()
+    assert "nothing to flush" in message and "the next notebook can be opened now" in message
 
 
-def test_flush_drive_on_colab_flushes_a_mounted_drive_and_says_05_can_be_opened(fake_colab):
+def test_flush_drive_on_colab_flushes_then_mounts_again_for_the_cells_below(fake_colab):
     assert "nothing to flush" in paths.flush_drive()  # not mounted yet: nothing pending
     paths.mount_drive()
     message = paths.flush_drive()
-    assert fake_colab == [{}] and "flushed and unmounted" in message
-    assert "notebook 05 can be opened now" in message
+    assert fake_colab == [{}] and "Google Drive is flushed" in message
+    assert "the next notebook can be opened now" in message
+    assert (paths.drive_mount() / "MyDrive").is_dir()  # mounted again

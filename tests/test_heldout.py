@@ -64,3 +64,15 @@ def test_the_figure_and_the_health_check_show_it(runs):
     lines = [str(f) for f in health_check(log) if "Held-out greedy accuracy" in f.text]
     assert len(lines) == 1 and "from step 0 to step 3" in lines[0]
     assert "sampled correctness_reward (temperature 1)" in lines[0]
+
+
+def test_the_progress_line_shows_reward_correctness_and_the_last_held_out_score():
+    from helpers.callbacks import progress_line
+
+    log = [{"step": 0, HELDOUT_KEY: 0.385}, {"step": 1, "reward": 2.5, "loss": 0.0,
+           "rewards/correctness_reward/mean": 0.375}]
+    assert progress_line(log, 1, 60, 1.25) == (
+        "step 1/60: 1.2 s/step, about 74 s left | reward 2.50, correct 0.38, held-out 38.5% "
+        "(step 0)")
+    assert progress_line([{"step": 3, "loss": 0.1}], 3, 4, 2.0) == (
+        "step 3/4: 2.0 s/step, about 2 s left")

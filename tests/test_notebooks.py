@@ -170,3 +170,14 @@ def test_colab_forms_keep_the_value_and_the_comment():
     namespace: dict = {}
     exec(with_forms(source), namespace)  # papermill and nbval still see plain assignments
     assert (namespace["PROFILE"], namespace["MAX_STEPS"], namespace["X"]) == (None, 30, "a")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_solutions_open_folded_in_colab_and_jupyterlab(path):
+    nb = nbformat.read(path, as_version=4)
+    (heading,) = [c for c in nb.cells
+                  if c.cell_type == "markdown" and c.source.startswith("## Solutions")]
+    assert nb.metadata["colab"]["collapsed_sections"] == [heading.id] == [heading.metadata["id"]]
+    assert heading.metadata["jp-MarkdownHeadingCollapsed"] is True
+    exercises = next(c.source for c in nb.cells if c.source.startswith("## Exercises"))
+    assert "folded section below" in exercises
