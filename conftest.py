@@ -15,12 +15,12 @@ from pathlib import PurePosixPath
 import pytest
 
 # Notebooks that read what the one before wrote (the training run): one process, in this order.
-RUN_CHAIN = ("04_grpo_training", "05_evaluation", "06_save_and_use")
+RUN_CHAIN = ("05_grpo_training", "06_evaluation", "07_save_and_use")
 RUN_CHAIN_GROUP = "notebooks/training-evaluation-export"
 # Groups that take a minute or more on a 2-core machine (`pytest --durations`), longest first.
 LONG_FIRST = (
     RUN_CHAIN_GROUP,
-    "notebooks/08_r1_recipe_toy.ipynb",
+    "notebooks/09_r1_recipe_toy.ipynb",
     "tests/test_learning.py",
     "tests/test_faults.py",
     "tests/test_colab_journey.py",

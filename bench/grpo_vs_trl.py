@@ -3,7 +3,7 @@
 Both train the smoke model (plain transformers, float32, full fine-tuning) on the same 4 prompts
 x 4 generations of 32 tokens, loss dapo, beta 0, one CPU thread each, each in a fresh process.
 Then the RSS that each memory trick saves (helpers.memory_probe.measure_memory_tricks, which
-notebook 07 runs at a smaller size). Writes runs/bench/grpo_vs_trl.json.
+notebook 08 runs at a smaller size). Writes runs/bench/grpo_vs_trl.json.
 
     python bench/grpo_vs_trl.py
 """

@@ -8,7 +8,7 @@ RFT runs too, as the evidence for its diagnosis, and GRPO runs once more from a 
 (SFT stopped at 10%) with the same budget: does the cold start decide? Held-out greedy accuracy on
 500 problems. Each
 (kernel path, seed) runs in a fresh process (torch picks its kernels at import), one thread, two at
-a time. Writes runs/bench/toy_r1.json: the native path's seeds at the top level (notebook 08,
+a time. Writes runs/bench/toy_r1.json: the native path's seeds at the top level (notebook 09,
 section 4, prints them beside its own run) and every path's under `by_kernel`.
 
     python bench/toy_r1.py                                   # 4 kernel paths x 3 seeds
@@ -99,7 +99,7 @@ def main(kernels: list[str], seeds: list[int], rl_steps: int | None = None,
         rows = list(pool.map(lambda job: one_seed(*job, recipe, diagnose, weak), jobs))
     by_kernel = {kernel: summary([row for (k, _), row in zip(jobs, rows, strict=True)
                                   if k == kernel]) for kernel in kernels}
-    first = by_kernel[kernels[0]]  # the top level: native's, as notebook 08 reads it
+    first = by_kernel[kernels[0]]  # the top level: native's, as notebook 09 reads it
     result = {**first, "kernel_path": kernels[0], "by_kernel": by_kernel,
               "wall_s": time.perf_counter() - start, "budget": "optimiser updates",
               "recipe": {k: v for k, v in asdict(recipe).items() if k != "grpo"},

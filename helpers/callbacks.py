@@ -1,7 +1,7 @@
 """Trainer callbacks that make a long Colab run safe to lose and easy to wait for.
 
 - `AdapterCheckpoint` saves the LoRA adapter into the run folder at every checkpoint, so notebooks
-  05-06 can use a run that a disconnect cut short.
+  06-07 can use a run that a disconnect cut short.
 - `StepTimer` measures seconds per step and shows the time left with the step's reward: trl 0.22.2
   logs no step time.
 - `HeldOutAccuracy` scores greedy accuracy on held-out problems during training.
@@ -24,7 +24,7 @@ class AdapterCheckpoint(TrainerCallback):
     """On every checkpoint (and at the end), write run_dir/adapter with the step it holds.
 
     on_save runs after the trainer has written the whole checkpoint; save_adapter swaps the new
-    adapter in, so 05 and 06 never read a half-written one. After a resume it also brings the
+    adapter in, so 06 and 07 never read a half-written one. After a resume it also brings the
     adapter up to the checkpoint just loaded, in case a kill stopped the last swap.
     """
 

@@ -1,6 +1,6 @@
 """Check a learner's version of a GRPO piece against the course's, on random inputs.
 
-Notebook 07 has the learner write each piece of the loss in an editable cell, then calls
+Notebook 08 has the learner write each piece of the loss in an editable cell, then calls
 `check(mine, reference)`. It runs both on the same random inputs (including the corner cases
 that matter: an all-equal group, a masked token, a clipped ratio), compares the values and the
 gradients, and prints "matches" or the first difference, in one sentence. It never raises, so a
@@ -144,7 +144,7 @@ def check(mine: Callable[..., Any], reference: Callable[..., Any],
     print(f"{mine.__name__} does not match {reference.__name__}: {found[0]}{more}.")
 
 
-# ---- Random cases for each piece of notebook 07 ---------------------------------------------
+# ---- Random cases for each piece of notebook 08 ---------------------------------------------
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)

@@ -40,7 +40,7 @@ Z_95 = 1.959963984540054  # the normal quantile for a two-sided 95% interval
 
 
 class AdapterMissingError(FileNotFoundError):
-    """Notebook 04 has not saved a LoRA adapter for this profile yet."""
+    """Notebook 05 has not saved a LoRA adapter for this profile yet."""
 
 
 @dataclass(frozen=True)
@@ -522,10 +522,10 @@ def compare_runs(previous: dict[str, Any] | None, current: dict[str, Any]) -> st
 
 
 def require_adapter(run: Path) -> Path:
-    """The whole adapter notebook 04 saved in `run`, or a clear error saying how to make it."""
+    """The whole adapter notebook 05 saved in `run`, or a clear error saying how to make it."""
     if not has_adapter(run):
         raise AdapterMissingError(
-            f"No trained LoRA adapter in {shown(run / 'adapter')}: run notebook 04 first (or "
+            f"No trained LoRA adapter in {shown(run / 'adapter')}: run notebook 05 first (or "
             "scripts/train_grpo.py) with this profile, or pass the run's adapter folder."
         )
     return usable_adapter(run)
@@ -578,7 +578,7 @@ def latest_results(profile_name: str, runs: Path = ROOT / "runs") -> Path:
     found = list(runs.glob(f"*/{profile_name}/eval/results.json"))
     if not found:
         raise FileNotFoundError(
-            f"No {profile_name} evaluation under {runs.name}/: run `make course` (or notebook 05)."
+            f"No {profile_name} evaluation under {runs.name}/: run `make course` (or notebook 06)."
         )
     return max(found, key=lambda path: (path.stat().st_mtime, str(path)))
 

@@ -1,7 +1,7 @@
 """Keep what you trained: the LoRA adapter, a merged 16-bit model, GGUF, and plain-transformers use.
 
 Run as a script, it answers questions with a merged model through plain `transformers`, in a
-process that never imports unsloth (the test and notebook 06 check that):
+process that never imports unsloth (the test and notebook 07 check that):
 
     python -m helpers.export MERGED_DIR --max-new-tokens 64 "What is 2 + 3?"
 """
@@ -72,7 +72,7 @@ def check_base_exists(adapter_dir: Path) -> None:
     if base.startswith(("/", ".")) and not Path(base).exists():
         raise FileNotFoundError(
             f"This adapter was trained on the local model {shorten_paths(base)}, which is no "
-            "longer on disk (the smoke model is rebuilt when its recipe changes): run notebook 04 "
+            "longer on disk (the smoke model is rebuilt when its recipe changes): run notebook 05 "
             "again."
         )
 
@@ -180,7 +180,7 @@ DISK_FIXES = {
 
 
 def preflight_disk(profile: Profile, step: str, folder: Path, quantization: str = "q4_k_m") -> str:
-    """Notebook 06's disk check before the merge or the GGUF export, with its fix."""
+    """Notebook 07's disk check before the merge or the GGUF export, with its fix."""
     return check_disk(folder, disk_need_gb(profile, step, quantization), step, DISK_FIXES[step])
 
 

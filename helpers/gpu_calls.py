@@ -88,7 +88,7 @@ LOAD_KWARGS = (
     "gpu_memory_utilization",
 )
 LORA_KWARGS = ("r", "lora_alpha", "target_modules", "use_gradient_checkpointing", "random_state")
-# helpers.training.grpo_settings' keys: what notebook 04's GRPOConfig(...) cell passes too.
+# helpers.training.grpo_settings' keys: what notebook 05's GRPOConfig(...) cell passes too.
 GRPO_SETTINGS_KWARGS = (
     "output_dir", "num_generations", "per_device_train_batch_size",
     "gradient_accumulation_steps", "max_prompt_length", "max_completion_length",
@@ -195,20 +195,20 @@ GPU_CALLS: list[GpuCall] = [
     GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
             "FastLanguageModel.for_inference", FOR_INFERENCE, (), positional=1,
             why="unsloth's GPU inference mode"),
-    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE,
+    GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE,
             "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY),
-    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE,
+    GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE,
             "FastLanguageModel.get_peft_model", GET_PEFT_MODEL, LORA_KWARGS, positional=1,
             why=LORA_WHY),
-    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOConfig", GRPO_CONFIG,
+    GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOConfig", GRPO_CONFIG,
             GRPO_SETTINGS_KWARGS, why=CONFIG_WHY + " (the config cell, checked by check_config)"),
-    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
+    GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
             TRAINER_KWARGS,
             reads=("_logs@trl/trainer/grpo_trainer.py::GRPOTrainer",
                    "reward_func_names@trl/trainer/grpo_trainer.py::GRPOTrainer",
                    "reward_weights@trl/trainer/grpo_trainer.py::GRPOTrainer"),
             read_in="helpers/plotting.py::CompletionSampler.capture", why=TRAINER_WHY),
-    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
+    GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
             TRAINER_KWARGS, nth=2, why=TRAINER_WHY + " (Solution 2, beta > 0)"),
     # make gpu-check runs the t4 path's calls for real on a GPU (it refuses on CPU).
     GpuCall("scripts/gpu_check.py", "phase_steps.load_4bit_vllm",
@@ -224,7 +224,7 @@ GPU_CALLS: list[GpuCall] = [
             ("resume_from_checkpoint",), bound=True, why=TRAIN_WHY),
     GpuCall("scripts/gpu_check.py", "phase_steps.grpo_steps", "trainer.train", TRAIN, (),
             bound=True, why=TRAIN_WHY),
-    GpuCall("notebooks/04_grpo_training.ipynb", NOTEBOOK_SCOPE, "kl_trainer.train", TRAIN, (),
+    GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "kl_trainer.train", TRAIN, (),
             bound=True, why=TRAIN_WHY + " (Solution 2, beta > 0)"),
     GpuCall("helpers/training.py", "load_finished_run", "trainer._load_from_checkpoint",
             LOAD_CHECKPOINT, (), positional=1, bound=True,
@@ -238,7 +238,7 @@ GPU_CALLS: list[GpuCall] = [
             SAVE_PRETRAINED, (), positional=1, bound=True, why=SAVE_WHY),
     GpuCall("helpers/evaluation.py", "generate_hf", "model.generate", GENERATE,
             HF_GENERATE_KWARGS, bound=True, kwargs_into=GENERATION_CONFIG,
-            why=GENERATE_WHY + " (notebook 06 loads without vLLM)"),
+            why=GENERATE_WHY + " (notebook 07 loads without vLLM)"),
     GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE, "model.generate", GENERATE,
             ("input_ids", "attention_mask", "max_new_tokens", "do_sample"), bound=True,
             kwargs_into=GENERATION_CONFIG, why=GENERATE_WHY + " (greedy)"),
@@ -247,10 +247,10 @@ GPU_CALLS: list[GpuCall] = [
             bound=True, kwargs_into=GENERATION_CONFIG, why=GENERATE_WHY + " (sampled)", nth=2),
 ]
 
-TRL_PROOF = ("notebook 07's proof against trl never imports unsloth: stock trl on every machine, "
+TRL_PROOF = ("notebook 08's proof against trl never imports unsloth: stock trl on every machine, "
              "CI included")
 SMOKE = "always the smoke profile (the tiny offline model): CI runs this very call on CPU"
-PLAIN = ("a plain transformers model that unsloth never loaded (notebooks 06, 07 and 08): the "
+PLAIN = ("a plain transformers model that unsloth never loaded (notebooks 07, 08 and 09): the "
          "same stock code on every machine")
 STOCK_CALLS: list[StockCall] = [
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", TRL_PROOF),

@@ -1,6 +1,6 @@
 """GRPO from scratch: the whole algorithm in plain PyTorch, one function per equation.
 
-Notebook 07 shows each piece beside its equation; notebook 08 trains with `train_step` on a toy
+Notebook 08 shows each piece beside its equation; notebook 09 trains with `train_step` on a toy
 task. tests/test_grpo_scratch.py proves that the loss and its gradient equal trl 0.22.2's
 `GRPOTrainer.compute_loss` for the loss types grpo, dr_grpo and dapo, with and without the KL
 term. Names follow trl's GRPOConfig so the two read alike.

@@ -62,7 +62,7 @@ def choose_precision(hw: Hardware) -> Precision:
 # unsloth's standby mode, and later releases changed the APIs unsloth patches. On a T4, 0.11.2
 # runs FlashInfer attention, JIT-compiled at the first start (UNSLOTH_VLLM_NO_FLASHINFER=1 falls
 # back to Triton). Their notebooks take 0.15.1 on newer GPUs, but trl 0.22.2 without unsloth
-# (notebook 07, multi-process training, `trl vllm-serve`) needs names that vLLM 0.12 removed
+# (notebook 08, multi-process training, `trl vllm-serve`) needs names that vLLM 0.12 removed
 # (`GuidedDecodingParams`, `SamplingParams(guided_decoding=...)`), so Ampere+ gets 0.11.2 too.
 VLLM_BEFORE_AMPERE = "vllm==0.11.2"
 VLLM_AMPERE = "vllm==0.11.2"

@@ -1,6 +1,6 @@
 """What each memory trick saves: peak RSS of a few GRPO updates, one fresh process per setting.
 
-Notebook 07 (section 9, "What each memory trick saves") and bench/grpo_vs_trl.py measure gradient
+Notebook 08 (section 9, "What each memory trick saves") and bench/grpo_vs_trl.py measure gradient
 accumulation, activation checkpointing and 8-bit AdamW with `measure_memory_tricks`.
 """
 

@@ -1,8 +1,8 @@
 """Where things are written: runs/ at the course root, or a run folder on Google Drive on Colab.
 
 A run folder holds one profile's training run: checkpoints/, adapter/, log_history.json, figures/
-and eval/. On Colab each notebook gets its own runtime, so notebooks 04-06 keep it on Drive by
-default; 04 writes it and 05-06 find it there.
+and eval/. On Colab each notebook gets its own runtime, so notebooks 05-07 keep it on Drive by
+default; 05 writes it and 06-07 find it there.
 
 A runtime can die in the middle of any write (Drive is slow, so often in one), so what others read
 is written next to its place and renamed into it (`write_json_atomic`, `swap_in`), and what is
@@ -31,13 +31,13 @@ SMOKE_MODEL_DIR = ROOT / "models" / "smoke"  # the committed smoke model (helper
 RUN_NAME = "course"  # runs/<RUN_NAME>/<profile>; `make course` uses a timestamp instead
 DRIVE_RUNS = Path("MyDrive") / "grpo-course" / "runs"  # inside the Drive mount
 DRIVE_WHY = (
-    "Google Drive is mounted so that the run folder outlives this runtime: notebook 04 writes it, "
-    "and 05 and 06 read it from their own runtimes (set USE_DRIVE = False to keep it local)."
+    "Google Drive is mounted so that the run folder outlives this runtime: notebook 05 writes it, "
+    "and 06 and 07 read it from their own runtimes (set USE_DRIVE = False to keep it local)."
 )
 
 
 class RunMissingError(FileNotFoundError):
-    """No trained run where notebooks 05-06 look; the message says what to do."""
+    """No trained run where notebooks 06-07 look; the message says what to do."""
 
 
 class RunFolderError(RuntimeError):
@@ -299,7 +299,7 @@ def flush_drive() -> str:
 
 
 def training_run_dir(profile_name: str, use_drive: bool = True, folder: str = "") -> Path:
-    """Notebook 04's run folder: `folder`, else run_dir(); mounts Drive when the folder is there."""
+    """Notebook 05's run folder: `folder`, else run_dir(); mounts Drive when the folder is there."""
     run = Path(folder) if folder else run_dir(profile_name, use_drive)
     if uses_drive(use_drive) or run.is_relative_to(drive_mount()):
         mount_drive()
@@ -309,7 +309,7 @@ def training_run_dir(profile_name: str, use_drive: bool = True, folder: str = ""
 
 
 def _adapter_configs(run: Path) -> list[Path]:
-    """adapter/'s config, and adapter.old/'s, which a kill while 04 replaced the adapter leaves."""
+    """adapter/'s config, and adapter.old/'s, which a kill while 05 replaced the adapter leaves."""
     folders = (run / "adapter", _old(run / "adapter"))
     return [folder / "adapter_config.json" for folder in folders
             if (folder / "adapter_config.json").is_file()]
@@ -333,9 +333,9 @@ def _same_model(saved: str, expected: str) -> bool:
 
 
 def usable_adapter(run: Path, profile: Profile | None = None) -> Path:
-    """The whole adapter 05 and 06 load from `run`, or one sentence saying why there is none.
+    """The whole adapter 06 and 07 load from `run`, or one sentence saying why there is none.
 
-    Never a half-written one: adapter/ if whole, else the adapter.old/ a kill during 04's swap
+    Never a half-written one: adapter/ if whole, else the adapter.old/ a kill during 05's swap
     left. With `profile`, the adapter must have been trained on that profile's model.
     """
     adapter = whole_folder(run / "adapter", adapter_problem)
@@ -343,12 +343,12 @@ def usable_adapter(run: Path, profile: Profile | None = None) -> Path:
         problem = adapter_problem(run / "adapter")
         raise RunFolderError(
             f"The adapter in {shown(run / 'adapter')} cannot be loaded, {problem}: "
-            "rerun notebook 04 with this run folder (it saves the adapter again from its newest "
+            "rerun notebook 05 with this run folder (it saves the adapter again from its newest "
             "complete checkpoint), or set RUN_FOLDER to another run."
         )
     if adapter.name != "adapter":
-        print(f"adapter/ is missing in {shown(run)}: a disconnect hit 04 while it replaced it, "
-              f"so the previous one, {adapter.name}/, is used (rerun 04 to finish the run).")
+        print(f"adapter/ is missing in {shown(run)}: a disconnect hit 05 while it replaced it, "
+              f"so the previous one, {adapter.name}/, is used (rerun 05 to finish the run).")
     if profile is not None:
         from helpers.profiles import SMOKE_MODEL
 
@@ -377,7 +377,7 @@ def missing_run_message(profile_name: str, where: Path, pattern: str) -> str:
     found = sorted({path.parent.parent.name for path in where.glob(pattern)} - {profile_name})
     others = f" (runs found for: {', '.join(found)})" if found else ""
     return (
-        f"No trained {profile_name} run in {shown(where)}: run notebook 04 with this profile "
+        f"No trained {profile_name} run in {shown(where)}: run notebook 05 with this profile "
         f"first, set RUN_FOLDER to the folder of the run you want, or set PROFILE to the "
         f"profile of a run you have{others}."
     )
@@ -405,7 +405,7 @@ def find_run(profile_name: str, use_drive: bool = True, folder: str = "") -> Pat
 
 
 def exports_dir(run: Path) -> Path:
-    """Where notebook 06 writes exports: run/export, but never on Drive (GBs, not MBs).
+    """Where notebook 07 writes exports: run/export, but never on Drive (GBs, not MBs).
 
     A run on Drive exports to this runtime's runs/export/<profile> ($GRPO_EXPORT_DIR moves it).
     """

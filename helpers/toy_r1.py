@@ -6,8 +6,8 @@ and stops at ~30% training accuracy, so GRPO has right answers to reinforce. Thr
 from the same cold-start weights and get as many optimiser updates as GRPO: more SFT on labels,
 rejection-sampling fine-tuning (RFT: SFT on the model's own samples that the checker accepts, the
 information GRPO sees), and GRPO with a random reward that ignores the answer. Budgets count
-updates, never seconds, so a seed gives the same run on any machine. Notebook 08 runs one seed;
-bench/toy_r1.py runs three. The algorithm itself lives in helpers/grpo_scratch.py (notebook 07).
+updates, never seconds, so a seed gives the same run on any machine. Notebook 09 runs one seed;
+bench/toy_r1.py runs three. The algorithm itself lives in helpers/grpo_scratch.py (notebook 08).
 """
 
 from __future__ import annotations
@@ -544,7 +544,7 @@ def sample_table(model: Any, tokenizer: CharTokenizer,
             for p, t, ok in zip(problems, texts, oks, strict=True)]
 
 
-# ---- Tables of a run's results (the benchmark and notebook 08 print the same ones) ------------
+# ---- Tables of a run's results (the benchmark and notebook 09 print the same ones) ------------
 
 ARMS = {"acc_before": "cold start", "acc_after_grpo": "GRPO",
         "acc_after_sft_control": "extra SFT", "acc_after_rft": "RFT",

@@ -113,7 +113,7 @@ def grpo_settings(profile: Profile, hw: Hardware, output_dir: str | Path, **over
         "optim": profile.optim,
         "max_grad_norm": profile.max_grad_norm,
         "max_steps": profile.max_steps,
-        "beta": 0.0,  # no KL term and no reference model: the loss reads ~0 (see notebook 04)
+        "beta": 0.0,  # no KL term and no reference model: the loss reads ~0 (see notebook 05)
         # The loss, set explicitly (all four are trl 0.22.2's defaults), so CPU and GPU agree.
         "loss_type": "dapo",  # mean over all completion tokens of the step (DAPO)
         "scale_rewards": "group",  # advantage = (reward - group mean) / group std
@@ -532,15 +532,15 @@ def load_log_history(run_dir: Path) -> list[dict]:
     checkpoint = latest_checkpoint(checkpoint_dir(run_dir))
     if problem == "is missing" and checkpoint is None:
         raise FileNotFoundError(
-            f"No {path.name} in {run_dir.name}/: run notebook 04 (training) first."
+            f"No {path.name} in {run_dir.name}/: run notebook 05 (training) first."
         )
     if checkpoint is None:
         raise RunFolderError(
-            f"{shown(path)} {problem} and no complete checkpoint holds a copy: rerun notebook 04 "
+            f"{shown(path)} {problem} and no complete checkpoint holds a copy: rerun notebook 05 "
             "with this run folder to write it again, or delete it."
         )
     print(f"{shown(path)} {problem}: using the log saved in {checkpoint.name}, which ends at "
-          f"step {checkpoint_step(checkpoint)} (rerun notebook 04 to rewrite {path.name}).")
+          f"step {checkpoint_step(checkpoint)} (rerun notebook 05 to rewrite {path.name}).")
     return json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
 
 
@@ -550,7 +550,7 @@ ADAPTER_STEP_FILE = "training_step.json"
 def save_adapter(
     model: Any, tokenizer: Any, run_dir: Path, step: int | None = None, max_steps: int | None = None
 ) -> Path:
-    """The LoRA adapter and tokenizer, to run_dir/adapter (notebooks 05-06 load it).
+    """The LoRA adapter and tokenizer, to run_dir/adapter (notebooks 06-07 load it).
 
     Written to adapter.partial/, checked whole, then swapped in (helpers.paths.swap_in), so a
     disconnect at any moment leaves a whole adapter: adapter/, or adapter.old/ mid-swap.
@@ -590,7 +590,7 @@ def describe_adapter(adapter_dir: Path) -> str:
         return f"The adapter holds all {total} training steps."
     return (
         f"The adapter was saved at checkpoint step {step} of {total}: training stopped early "
-        "(rerun notebook 04 to resume it)."
+        "(rerun notebook 05 to resume it)."
     )
 
 

@@ -1,6 +1,6 @@
 """Proof on one batch: helpers.grpo_scratch's loss and gradient equal trl's GRPOTrainer.
 
-Notebook 07 (section 8, the proof) prints the comparison; tests/test_grpo_scratch.py asserts it
+Notebook 08 (section 8, the proof) prints the comparison; tests/test_grpo_scratch.py asserts it
 for every loss type, with and without the KL term.
 """
 

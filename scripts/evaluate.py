@@ -1,7 +1,7 @@
-"""Notebook 05's held-out evaluation from the command line: base vs trained, same prompts,
+"""Notebook 06's held-out evaluation from the command line: base vs trained, same prompts,
 same decoding, same scoring (all from helpers.evaluation).
 
-    python scripts/evaluate.py --profile t4                      # the run's adapter, as notebook 05
+    python scripts/evaluate.py --profile t4                      # the run's adapter, as notebook 06
     python scripts/evaluate.py --profile large --adapter runs/big/large/adapter
     python scripts/evaluate.py --profile large --merged exports/merged_16bit
 
@@ -49,7 +49,7 @@ def build_parser() -> OneLineParser:
     """The command line: which model to evaluate, on how many problems, with what decoding."""
     parser = OneLineParser(
         prog="evaluate.py",
-        description="Held-out GSM8K accuracy, base vs trained, as notebook 05 measures it.",
+        description="Held-out GSM8K accuracy, base vs trained, as notebook 06 measures it.",
     )
     parser.add_argument(
         "--profile", choices=sorted(PROFILES), default=None,
@@ -120,13 +120,13 @@ def two_model_generate(base: Any, merged: Any) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Load, evaluate both sides, save, and print the table notebook 05 shows."""
+    """Load, evaluate both sides, save, and print the table notebook 06 shows."""
     args = parse_args(argv)
     from helpers.session import start
 
     hw, profile = start(args.profile)
     if args.merged is None:
-        import unsloth  # noqa: F401  (before transformers and peft, as in notebook 05)
+        import unsloth  # noqa: F401  (before transformers and peft, as in notebook 06)
 
     from helpers.data import load_gsm8k
     from helpers.evaluation import (

@@ -1,11 +1,11 @@
-"""Kill 04's training, 05's evaluation and 06's merge anywhere; resume; check that nothing is lost.
+"""Kill 05's training, 06's evaluation and 07's merge anywhere; resume; check that nothing is lost.
 
     python scripts/fault_soak.py                      # the chain CI runs: every named kill point
     python scripts/fault_soak.py --random 20          # then 20 kills after random delays
     python scripts/fault_soak.py --processes 2        # also a 2-process run, killed and resumed
     python scripts/fault_soak.py --disk-full-mount    # (root) a real full disk: a small tmpfs
 
-Each attempt runs `scripts/train_grpo.py --profile smoke` (notebook 04's path) in a child process
+Each attempt runs `scripts/train_grpo.py --profile smoke` (notebook 05's path) in a child process
 that a test stops with SIGKILL: at a named point where the child waits (FAULT_POINTS in the
 script, reached through $GRPO_FAULT_AT), or after a random delay. The next attempt resumes. After
 every kill, `check_after_kill` asserts what the course promises (see CHECKS). To pay the imports
@@ -189,7 +189,7 @@ def run_child(target: str, argv: Sequence[str]) -> int:
 
 
 def train_child(argv: list[str]) -> int:
-    """Notebook 04's path: scripts/train_grpo.py, as its command line runs it."""
+    """Notebook 05's path: scripts/train_grpo.py, as its command line runs it."""
     from scripts import train_grpo
 
     return train_grpo.cli(argv)
@@ -205,7 +205,7 @@ def install_hook_from_env() -> None:
 
 
 def evaluate_child(argv: list[str]) -> int:
-    """Notebook 05's evaluation of a run: RUN NUM_PROBLEMS BATCH_SIZE."""
+    """Notebook 06's evaluation of a run: RUN NUM_PROBLEMS BATCH_SIZE."""
     import unsloth  # noqa: F401
 
     from helpers.data import load_gsm8k
@@ -229,7 +229,7 @@ def evaluate_child(argv: list[str]) -> int:
 
 
 def merge_child(argv: list[str]) -> int:
-    """Notebook 06's merge of a run into EXPORT_DIR/merged_16bit: RUN EXPORT_DIR."""
+    """Notebook 07's merge of a run into EXPORT_DIR/merged_16bit: RUN EXPORT_DIR."""
     import unsloth  # noqa: F401
 
     from helpers.export import merge_to_16bit
@@ -405,7 +405,7 @@ def check_after_kill(run: Path, fault_dir: Path, history: History, save_steps: i
     if step and not has_adapter(run):  # killed between the first checkpoint and the first adapter
         assert not history.adapter_seen, "the run had an adapter, and now has none"
         assert step <= save_steps, f"checkpoint-{step} is whole, yet no adapter was ever written"
-        history.state += ", no adapter yet (05 says: run 04 first)"
+        history.state += ", no adapter yet (06 says: run 05 first)"
         held.append("no adapter yet: killed before the first one")
     elif step:
         history.adapter_seen = True
@@ -480,12 +480,12 @@ def check_finished(run: Path, max_steps: int = MAX_STEPS) -> list[str]:
     return [f"global step {max_steps}", "final adapter == last checkpoint's"]
 
 
-# ---- 05 and 06 killed mid-way ---------------------------------------------------------------
+# ---- 06 and 07 killed mid-way ---------------------------------------------------------------
 
 
 def run_evaluation_kill(runner: Zygote | Cold, run: Path, fault_dir: Path,
                         problems: int = 6, batch: int = 2) -> dict:
-    """Kill 05's evaluation after the trained model's first batch; rerun; return both outputs."""
+    """Kill 06's evaluation after the trained model's first batch; rerun; return both outputs."""
     argv = [str(run), str(problems), str(batch)]
     killed = attempt(runner, "evaluate", argv, fault_dir, "evaluate-killed",
                      at=f"eval:trained@{batch}")
@@ -501,7 +501,7 @@ def run_evaluation_kill(runner: Zygote | Cold, run: Path, fault_dir: Path,
 
 
 def run_merge_kill(runner: Zygote | Cold, run: Path, export: Path, fault_dir: Path) -> dict:
-    """Kill 06's merge after it wrote its staging folder, before the rename; rerun."""
+    """Kill 07's merge after it wrote its staging folder, before the rename; rerun."""
     argv = [str(run), str(export)]
     killed = attempt(runner, "merge", argv, fault_dir, "merge-killed", at="export:merge")
     assert killed.killed, f"merge not stopped before its rename:\n{killed.output[-3000:]}"

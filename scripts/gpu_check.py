@@ -10,8 +10,8 @@ It runs four fresh processes, as a learner's notebooks would:
 
     train : 4-bit load with vLLM (fast_inference=True), LoRA, a few steps of unsloth's patched
             GRPOTrainer generating with vLLM, fast_generate without and with the adapter, save
-    reload: the saved adapter in a fresh process (vLLM again), fast_generate with it (notebook 05)
-    merge : the adapter on its base without vLLM, merged to 16-bit (notebook 06)
+    reload: the saved adapter in a fresh process (vLLM again), fast_generate with it (notebook 06)
+    merge : the adapter on its base without vLLM, merged to 16-bit (notebook 07)
     plain : the merged model with plain transformers, in a process that never imports unsloth
 
 Training uses GSM8K-format synthetic problems, so only the model needs the hub. It prints a

@@ -1,7 +1,7 @@
 """Execute the course's notebooks in order, headless, like a learner pressing "Run all".
 
     python scripts/run_course.py                # copies + figures under runs/<timestamp>/
-    python scripts/run_course.py --only 03 04   # just these notebooks
+    python scripts/run_course.py --only 03 05   # just these notebooks
     python scripts/run_course.py --in-place     # refresh the committed notebooks' stored outputs
 
 The profile comes from the hardware, or from $GRPO_PROFILE.
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sync_notebooks import synced  # noqa: E402
 
 CPU_CELL_TIMEOUT = 1800  # s: on CPU (smoke profile) the slowest cell takes about a minute
-# On a GPU, notebook 04 trains max_steps steps in one cell: allow 4x the slowest T4 step time
+# On a GPU, notebook 05 trains max_steps steps in one cell: allow 4x the slowest T4 step time
 # published for unsloth's GRPO notebooks (55 s), so only a hung cell is stopped.
 GPU_SECONDS_PER_STEP = 240
 
@@ -125,7 +125,7 @@ def execute(path: Path, timeout: int) -> tuple[nbformat.NotebookNode, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Execute the course notebooks in order.")
-    parser.add_argument("--only", nargs="+", metavar="NN", help="notebook numbers, e.g. 03 04")
+    parser.add_argument("--only", nargs="+", metavar="NN", help="notebook numbers, e.g. 03 05")
     parser.add_argument("--in-place", action="store_true", help="overwrite notebooks/ with outputs")
     parser.add_argument(
         "--timeout", type=int, default=None,
@@ -149,7 +149,7 @@ def main() -> int:
     # A full in-place smoke run is the one whose outputs are committed: its times are recorded.
     smoke = profile_name(os.environ.get("GRPO_PROFILE")) == "smoke"
     record = args.in_place and not args.only and smoke
-    if record:  # a learner's first run: whatever a notebook caches (08's cold start) is built
+    if record:  # a learner's first run: whatever a notebook caches (09's cold start) is built
         os.environ["GRPO_COURSE_CACHE"] = tempfile.mkdtemp(prefix="grpo-course-cache-")
     times: dict[str, float] = {}
     total = 0.0

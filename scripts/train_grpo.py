@@ -1,4 +1,4 @@
-"""Notebook 04's GRPO run as a script: one process with unsloth, or several under accelerate.
+"""Notebook 05's GRPO run as a script: one process with unsloth, or several under accelerate.
 
     python scripts/train_grpo.py --profile smoke --max-steps 5            # CPU, ~1 min
     python scripts/train_grpo.py --profile t4                            # one GPU, as on Colab
@@ -6,7 +6,7 @@
         scripts/train_grpo.py --profile large                            # 4 GPUs (GPU only)
     accelerate launch --num_processes 2 --cpu scripts/train_grpo.py --profile smoke --max-steps 3
 
-Same data, rewards, profile, GRPOConfig, checkpoints, log and figures as notebook 04 (all from
+Same data, rewards, profile, GRPOConfig, checkpoints, log and figures as notebook 05 (all from
 `helpers`). What changes with several processes is decided in one place, `plan_run`: unsloth
 trains on one device only, so several processes load the model with transformers + peft.
 
@@ -75,8 +75,8 @@ def build_parser() -> OneLineParser:
     """The command line: profile, model, steps, output folder, resume, and the scale-up knobs."""
     parser = OneLineParser(
         prog="train_grpo.py",
-        description="GRPO on GSM8K, as notebook 04 runs it. Run it with python for one process, "
-        "or with `accelerate launch` for several (see notebooks/09_scaling_up.ipynb).",
+        description="GRPO on GSM8K, as notebook 05 runs it. Run it with python for one process, "
+        "or with `accelerate launch` for several (see notebooks/10_scaling_up.ipynb).",
     )
     parser.add_argument(
         "--profile", choices=sorted(PROFILES), default=None,
@@ -131,7 +131,7 @@ class Plan:
 def plan_run(world_size: int, vllm_server: bool) -> Plan:
     """The one place that picks unsloth or transformers + peft, and 4-bit or 16-bit weights."""
     if world_size == 1 and not vllm_server:
-        return Plan("unsloth", True, 1, "one process: unsloth, exactly as notebook 04")
+        return Plan("unsloth", True, 1, "one process: unsloth, exactly as notebook 05")
     if vllm_server:
         return Plan(
             "peft", False, world_size,
@@ -168,7 +168,7 @@ def with_model(profile: Profile, model: str | None) -> Profile:
 
 
 def output_dir(args: argparse.Namespace, profile: Profile) -> Path:
-    """The run folder: --output-dir, else the one notebooks 04-06 share."""
+    """The run folder: --output-dir, else the one notebooks 05-07 share."""
     return args.output_dir if args.output_dir is not None else run_dir(profile.name)
 
 
@@ -192,7 +192,7 @@ def config_overrides(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
 def build_config(
     args: argparse.Namespace, hw: Hardware, profile: Profile, plan: Plan | None = None
 ) -> GRPOConfig:
-    """The GRPOConfig: helpers.training.make_grpo_config, as notebook 04 calls it, + overrides."""
+    """The GRPOConfig: helpers.training.make_grpo_config, as notebook 05 calls it, + overrides."""
     from helpers.training import checkpoint_dir, make_grpo_config
 
     plan = plan or plan_run(1, args.vllm_server_host is not None)
@@ -486,7 +486,7 @@ def fault_journal(folder: Path, rank: int) -> Any:
 
 
 def save_outputs(trainer: Any, tokenizer: Any, run: Path) -> None:
-    """The figure, adapter and log_history.json notebook 04 saves, written by the main process."""
+    """The figure, adapter and log_history.json notebook 05 saves, written by the main process."""
     from helpers.plotting import print_health_check, save_figure
     from helpers.training import save_adapter, save_log_history
 
@@ -519,7 +519,7 @@ def cli(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, plan, load, train (or resume), and save what notebook 04 saves."""
+    """Parse, plan, load, train (or resume), and save what notebook 05 saves."""
     args = parse_args(argv)
     from helpers.session import start
 
@@ -569,7 +569,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seen: list[dict[str, Any]] = []
     rewards = list(REWARD_FUNCS)
     callbacks: list[Any] = []
-    if state.is_main_process:  # one writer for the figure, log and samples (notebook 04's)
+    if state.is_main_process:  # one writer for the figure, log and samples (notebook 05's)
         callbacks.append(LivePlot(run, every=max(1, config.max_steps // 10)))
         callbacks.append(StepTimer(every_seconds=60))
     if not zero3_requested(os.environ):  # ZeRO-3 shards the LoRA: save_outputs gathers it at last

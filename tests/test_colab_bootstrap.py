@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import colab_bootstrap  # noqa: E402
 from sync_notebooks import bootstrap_cell  # noqa: E402
 
-GPU_NOTEBOOK, LIGHT_NOTEBOOK = "04_grpo_training.ipynb", "02_gsm8k_formatting.ipynb"
+GPU_NOTEBOOK, LIGHT_NOTEBOOK = "05_grpo_training.ipynb", "02_gsm8k_formatting.ipynb"
 
 
 def write_distribution(site: Path, name: str, version: str, package: str) -> None:

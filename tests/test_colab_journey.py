@@ -1,13 +1,13 @@
-"""The Colab learner's journey, 04 -> 05 -> 06, each notebook in a fresh process, on a fake Colab.
+"""The Colab learner's journey, 05 -> 06 -> 07, each notebook in a fresh process, on a fake Colab.
 
 Each notebook opened from its badge gets its own runtime, so nothing but Google Drive carries over.
 The real notebooks run (smoke profile, small overrides) in fresh kernels with a fake `google.colab`
 module and a temporary folder as the Drive mount; the bootstrap's Colab branch (clone, install) is
 tested on its own in test_colab_bootstrap.py, so the fake is installed right after it.
 
-The journey: 05 with no run yet stops with one sentence; 04 is cut off after its first checkpoint
-(a disconnect); 05 evaluates the adapter saved at that checkpoint; 04, rerun, resumes and
-finishes; 06 exports the finished run; 06 on an empty Drive stops with the same sentence.
+The journey: 06 with no run yet stops with one sentence; 05 is cut off after its first checkpoint
+(a disconnect); 06 evaluates the adapter saved at that checkpoint; 05, rerun, resumes and
+finishes; 07 exports the finished run; 07 on an empty Drive stops with the same sentence.
 """
 
 import json
@@ -95,28 +95,28 @@ def journey(tmp_path_factory):
     found: dict = {"run": run}
     try:
         with pytest.raises(CellExecutionError) as no_run:
-            run_notebook("05_evaluation.ipynb", "NUM_PROBLEMS = 4")
-        found["05 without a run"] = text_of(no_run.value)
+            run_notebook("06_evaluation.ipynb", "NUM_PROBLEMS = 4")
+        found["06 without a run"] = text_of(no_run.value)
 
         with pytest.raises(CellExecutionError) as cut:
             run_notebook(
-                "04_grpo_training.ipynb", f"MAX_STEPS = {MAX_STEPS}",
+                "05_grpo_training.ipynb", f"MAX_STEPS = {MAX_STEPS}",
                 after={"trainer.add_callback(samples)": DISCONNECT},
             )
-        found["04 cut off"] = text_of(cut.value)
+        found["05 cut off"] = text_of(cut.value)
         found["adapter at the cut"] = json.loads(
             (run / "adapter" / "training_step.json").read_text()
         )
-        found["05 on the cut run"] = run_notebook("05_evaluation.ipynb", "NUM_PROBLEMS = 4")
+        found["06 on the cut run"] = run_notebook("06_evaluation.ipynb", "NUM_PROBLEMS = 4")
         found["eval of the cut run"] = json.loads((run / "eval" / "results.json").read_text())
 
-        found["04 resumed"] = run_notebook("04_grpo_training.ipynb", f"MAX_STEPS = {MAX_STEPS}")
-        found["06"] = run_notebook("06_save_and_use.ipynb", "NUM_CHECK_PROBLEMS = 2")
+        found["05 resumed"] = run_notebook("05_grpo_training.ipynb", f"MAX_STEPS = {MAX_STEPS}")
+        found["07"] = run_notebook("07_save_and_use.ipynb", "NUM_CHECK_PROBLEMS = 2")
 
         os.environ["GRPO_DRIVE_MOUNT"] = str(root / "another-drive")
         with pytest.raises(CellExecutionError) as no_run:
-            run_notebook("06_save_and_use.ipynb", "NUM_CHECK_PROBLEMS = 2")
-        found["06 without a run"] = text_of(no_run.value)
+            run_notebook("07_save_and_use.ipynb", "NUM_CHECK_PROBLEMS = 2")
+        found["07 without a run"] = text_of(no_run.value)
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -131,42 +131,42 @@ def printed(outputs: list) -> str:
 
 
 def test_without_a_run_05_and_06_say_what_to_do_in_one_sentence(journey):
-    for key in ("05 without a run", "06 without a run"):
+    for key in ("06 without a run", "07 without a run"):
         message = journey[key]
         assert message.startswith("RunMissingError: No trained smoke run in "), message
         assert "\n" not in message and message.count(". ") == 0
-        assert "run notebook 04" in message and "RUN_FOLDER" in message and "PROFILE" in message
+        assert "run notebook 05" in message and "RUN_FOLDER" in message and "PROFILE" in message
 
 
 def test_04_writes_its_run_to_drive_and_says_why(journey):
     run = journey["run"]
     assert (run / "checkpoints").is_dir() and (run / "log_history.json").is_file()
     assert (run / "figures" / "training.png").is_file()
-    out = printed(journey["04 resumed"])
+    out = printed(journey["05 resumed"])
     assert "Google Drive is mounted so that the run folder outlives this runtime" in out
     assert "No T4 time for the smoke profile" in out  # the expected-time line
     assert f"step {MAX_STEPS}/{MAX_STEPS}:" in out and "s/step" in out  # the step timer
 
 
 def test_a_disconnect_after_the_first_checkpoint_leaves_a_usable_adapter(journey):
-    assert "simulated Colab disconnect" in journey["04 cut off"]
+    assert "simulated Colab disconnect" in journey["05 cut off"]
     assert journey["adapter at the cut"] == {"step": 1, "max_steps": MAX_STEPS}
-    out = printed(journey["05 on the cut run"])
+    out = printed(journey["06 on the cut run"])
     assert f"saved at checkpoint step 1 of {MAX_STEPS}" in out
     results = journey["eval of the cut run"]
     assert len(results["problems"]) == 4
 
 
 def test_05_in_its_own_runtime_evaluates_04s_run_from_drive(journey):
-    out = printed(journey["05 on the cut run"])
+    out = printed(journey["06 on the cut run"])
     assert "Run folder: " in out and "MyDrive/grpo-course/runs/course/smoke" in out
 
 
 def test_04_rerun_resumes_and_06_exports_the_finished_run(journey):
-    assert "RESUMING from checkpoint-1" in printed(journey["04 resumed"])
+    assert "RESUMING from checkpoint-1" in printed(journey["05 resumed"])
     steps = json.loads((journey["run"] / "adapter" / "training_step.json").read_text())
     assert steps == {"step": MAX_STEPS, "max_steps": MAX_STEPS}
-    out = printed(journey["06"])
+    out = printed(journey["07"])
     assert "MyDrive/grpo-course/runs/course/smoke" in out
     assert "Disk check: the merge needs about" in out
     exports = journey["exports"]

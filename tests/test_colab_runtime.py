@@ -1,5 +1,5 @@
-"""On Colab: start() warns loudly when a GPU notebook got a runtime without a GPU, and notebook 04
-hands its run over to 05 by flushing Google Drive. Colab is faked with a `google.colab` module."""
+"""On Colab: start() warns loudly when a GPU notebook got a runtime without a GPU, and notebook 05
+hands its run over to 06 by flushing Google Drive. Colab is faked with a `google.colab` module."""
 
 from __future__ import annotations
 

@@ -218,7 +218,7 @@ def write_adapter(folder: Path, value: float = 1.0) -> Path:
 
 
 def test_require_adapter_names_the_notebook_to_run(tmp_path):
-    with pytest.raises(AdapterMissingError, match="run notebook 04 first"):
+    with pytest.raises(AdapterMissingError, match="run notebook 05 first"):
         require_adapter(tmp_path)
     write_adapter(tmp_path / "adapter")
     assert require_adapter(tmp_path) == tmp_path / "adapter"
@@ -302,7 +302,7 @@ def test_new_weights_or_a_cut_off_batch_are_generated_again(tmp_path, capsys):
     adapter, store = write_adapter(tmp_path / "adapter"), tmp_path / "eval" / "answers"
     evaluate(None, ChatTemplate(), ROWS, BATCHED, adapter, generate=counting_generate([]),
              store=store)
-    write_adapter(adapter, value=2.0)  # 04 trained further: the trained answers are stale
+    write_adapter(adapter, value=2.0)  # 05 trained further: the trained answers are stale
     base_batch = next(store.glob("base-*")) / "000002.json"
     base_batch.write_text('{"prompts": "x", "answers": [[{"te')  # cut off mid-write
     calls: list = []

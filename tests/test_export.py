@@ -118,7 +118,7 @@ def test_shorten_paths_keeps_only_the_course_relative_part():
 def test_an_adapter_whose_local_base_is_gone_names_the_fix(tmp_path):
     config = {"base_model_name_or_path": str(tmp_path / ".cache" / "smoke-model-old")}
     (tmp_path / "adapter_config.json").write_text(json.dumps(config))
-    with pytest.raises(FileNotFoundError, match="run notebook 04 again"):
+    with pytest.raises(FileNotFoundError, match="run notebook 05 again"):
         check_base_exists(tmp_path)
 
 

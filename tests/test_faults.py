@@ -1,8 +1,8 @@
-"""Kill it anywhere, lose nothing: SIGKILL at every named point of training, 05 and 06; then resume.
+"""Kill it anywhere, lose nothing: SIGKILL at every named point of training, 06 and 07; then resume.
 
 One chain of child processes (scripts/fault_soak.py) trains one smoke run: each attempt is killed
 at the next fault point and the next one resumes, and after every kill the run folder is checked
-(fault_soak.CHECKS). Then 05's evaluation is killed in its trained pass and 06's merge before its
+(fault_soak.CHECKS). Then 06's evaluation is killed in its trained pass and 07's merge before its
 rename, and both are rerun. The bad-run-folder tests below need no training: each builds the
 folder by hand, in the layout transformers 4.56.2 writes, and checks the one sentence it gets.
 """
@@ -42,7 +42,7 @@ SMOKE = PROFILES["smoke"]
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory):
-    """The whole chain once, then 05 and 06 killed and rerun, with one warm zygote."""
+    """The whole chain once, then 06 and 07 killed and rerun, with one warm zygote."""
     root = tmp_path_factory.mktemp("faults")
     runner = fault_soak.Zygote()
     try:
@@ -233,7 +233,7 @@ def test_a_truncated_adapter_in_the_run_folder_is_refused_by_05_and_06(tmp_path)
         usable_adapter(run)
     sentence = one_sentence(str(caught.value), run / "adapter")
     assert "its adapter_model.safetensors is cut off (" in sentence
-    assert "rerun notebook 04 with this run folder" in sentence
+    assert "rerun notebook 05 with this run folder" in sentence
 
 
 def test_a_run_folder_of_another_model_is_refused_by_training_05_and_06(tmp_path):
@@ -280,7 +280,7 @@ def test_a_log_history_that_is_not_json_falls_back_to_the_checkpoints_copy(tmp_p
     shutil.rmtree(run / "checkpoints")
     with pytest.raises(RunFolderError) as caught:
         load_log_history(run)
-    assert "rerun notebook 04 with this run folder" in one_sentence(str(caught.value), run)
+    assert "rerun notebook 05 with this run folder" in one_sentence(str(caught.value), run)
 
 
 def test_a_read_only_run_folder_is_one_sentence(tmp_path):

@@ -142,8 +142,8 @@ def test_a_marker_in_a_code_span_is_an_example_or_a_mistake(tmp_path: Path):
 
 
 def test_cpu_seconds_keys_come_from_the_notebook_files_recorded():
-    record = run_course.course_times({"09_scaling_up.ipynb": 60.0, "00_setup.ipynb": 12.4})
-    assert list(record["seconds"]) == ["00_setup.ipynb", "09_scaling_up.ipynb"]
+    record = run_course.course_times({"10_scaling_up.ipynb": 60.0, "00_setup.ipynb": 12.4})
+    assert list(record["seconds"]) == ["00_setup.ipynb", "10_scaling_up.ipynb"]
     assert record["profile"] == "smoke" and record["cache"] == "empty"
     values = fg.course_time_figures(record)
     assert values["cpu_seconds.00"] == "12 s" and values["cpu_seconds.09"] == "60 s"

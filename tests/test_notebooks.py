@@ -110,8 +110,8 @@ def test_the_notebooks_that_need_a_gpu_ask_colab_for_a_t4_and_say_so(capsys):
     with capsys.disabled():
         print(f"\nnotebooks with Colab GPU metadata: {', '.join(gpu)}")
     assert gpu == [p.name for p in NOTEBOOKS if notebook_install(p.name) == "full"]
-    assert {"01_load_4bit_lora.ipynb", "04_grpo_training.ipynb", "05_evaluation.ipynb",
-            "06_save_and_use.ipynb"} <= set(gpu)
+    assert {"01_load_4bit_lora.ipynb", "05_grpo_training.ipynb", "06_evaluation.ipynb",
+            "07_save_and_use.ipynb"} <= set(gpu)
     for path in NOTEBOOKS:
         title = nbformat.read(path, as_version=4).cells[0].source
         assert colab_line(path.name) in title.split("\n\n"), path.name

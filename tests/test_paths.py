@@ -96,7 +96,7 @@ def test_no_run_is_one_sentence_naming_the_three_fixes(fake_colab, tmp_path):
     message = str(error.value)
     assert "\n" not in message and message.count(". ") == 0 and message.endswith(".")
     assert message.startswith("No trained t4 run in ")
-    for fix in ("run notebook 04 with this profile", "set RUN_FOLDER", "set PROFILE"):
+    for fix in ("run notebook 05 with this profile", "set RUN_FOLDER", "set PROFILE"):
         assert fix in message
     assert "(runs found for: t4-7b)" in message
     with pytest.raises(RunMissingError, match="No trained t4 run in"):
@@ -167,7 +167,7 @@ def test_swap_in_leaves_a_whole_folder_at_every_moment(tmp_path):
     finally:
         hooks.clear()
     assert not target.exists()
-    assert whole_folder(target, whole) == tmp_path / "adapter.old"  # what 05 and 06 read now
+    assert whole_folder(target, whole) == tmp_path / "adapter.old"  # what 06 and 07 read now
     swap_in(make(tmp_path / "adapter.partial2", '"newer"'), target)  # the next save
     assert (target / "f.json").read_text() == '"newer"'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter", "adapter.partial"]

@@ -1,7 +1,7 @@
 """Plots, health check and completion table on real log_history lists from smoke runs.
 
 Fixtures (tests/fixtures/, captured from real `GRPOTrainer` smoke runs with helpers.rewards):
-- smoke_log_history.json: a whole smoke run (beta=0, notebook 04), summary line included.
+- smoke_log_history.json: a whole smoke run (beta=0, notebook 05), summary line included.
 - smoke_truncated_log_history.json: a whole run of an earlier, untrained smoke model with 32-token
   completions: almost every completion was cut off and most groups had no reward spread.
 - smoke_kl_interrupted.json: a beta=0.04 run stopped by a simulated disconnect (has `kl`,

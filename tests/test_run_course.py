@@ -17,7 +17,7 @@ def test_cpu_keeps_a_fixed_timeout():
 def test_a_gpu_profile_can_train_in_one_cell(name: str):
     profile = PROFILES[name]
     timeout = rc.profile_timeout(name)
-    # Notebook 04 trains in one cell: the slowest T4 step unsloth publishes is 55 s.
+    # Notebook 05 trains in one cell: the slowest T4 step unsloth publishes is 55 s.
     assert timeout > 55 * profile.max_steps > rc.CPU_CELL_TIMEOUT
     slowest = (profile.t4_seconds_per_step or (0, 55))[1]
     assert timeout >= 2 * slowest * profile.max_steps

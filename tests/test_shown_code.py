@@ -3,7 +3,7 @@
 A `show_source(...)` cell may only import and call show_source, so it can be replayed here in a
 fraction of a second, without executing the notebook, and its stored output compared.
 
-A learner's cell (notebook 07) holds the learner's own version of a helper and ends with
+A learner's cell (notebook 08) holds the learner's own version of a helper and ends with
 `check(my_x, x)`. It may only import, define functions and call check, so its versions are
 replayed here too: each must still match the helper, so neither can drift from the other.
 """
@@ -106,7 +106,7 @@ def replay_learner(sources: list[str]) -> list[str]:
 
 
 LEARNER_NOTEBOOKS = [p for p in NOTEBOOKS if learner_cells(p)]
-FROM_SCRATCH = ROOT / "notebooks" / "07_grpo_from_scratch.ipynb"
+FROM_SCRATCH = ROOT / "notebooks" / "08_grpo_from_scratch.ipynb"
 
 
 def test_the_learner_writes_the_core_pieces_of_the_loss():

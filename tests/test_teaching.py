@@ -208,16 +208,16 @@ def test_the_precision_line_agrees_with_the_trainer_flags(machine, tmp_path):
 
 
 def test_08_states_in_words_what_the_benchmark_found():
-    """Notebook 08's reading of the controls is the benchmark's verdict, computed, word for word."""
+    """Notebook 09's reading of the controls is the benchmark's verdict, computed, word for word."""
     import json
 
     from helpers.toy_r1 import grpo_verdict
 
     seeds = json.loads((ROOT / "runs" / "bench" / "toy_r1.json").read_text())["seeds"]
     verdict = grpo_verdict(seeds)
-    nb = nbformat.read(ROOT / "notebooks" / "08_r1_recipe_toy.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "notebooks" / "09_r1_recipe_toy.ipynb", as_version=4)
     prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert verdict in prose, (
-        f"runs/bench/toy_r1.json now says {verdict!r}, which notebook 08's section 4 does not say: "
+        f"runs/bench/toy_r1.json now says {verdict!r}, which notebook 09's section 4 does not say: "
         "rewrite its reading of the tables (and its summary) to match")
     assert "margin over it is what the checker taught" not in prose

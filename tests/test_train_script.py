@@ -1,4 +1,4 @@
-"""scripts/train_grpo.py: its command line, its GRPOConfig (the same as notebook 04's), and a real
+"""scripts/train_grpo.py: its command line, its GRPOConfig (the same as notebook 05's), and a real
 two-process run under `accelerate launch` with gloo, killed mid-run and resumed, whose ranks must
 stay bit-identical at every step, before the kill and after the resume."""
 
@@ -62,8 +62,8 @@ def test_a_bad_flag_is_one_line(argv, fragment):
 
 
 def _notebook_04_config(max_steps: int | None) -> Any:
-    """Run notebook 04's own parameters cell and config cell, on CPU with the smoke profile."""
-    nb = nbformat.read(ROOT / "notebooks" / "04_grpo_training.ipynb", as_version=4)
+    """Run notebook 05's own parameters cell and config cell, on CPU with the smoke profile."""
+    nb = nbformat.read(ROOT / "notebooks" / "05_grpo_training.ipynb", as_version=4)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     params = next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     config_cell = next(src for src in code if re.search(r"^config = GRPOConfig\(", src, re.M))
@@ -77,7 +77,7 @@ def _notebook_04_config(max_steps: int | None) -> Any:
 
 @pytest.mark.parametrize("max_steps", [None, 7])
 def test_one_process_gives_notebook_04s_config(max_steps):
-    """The script's GRPOConfig equals the one notebook 04's config cell builds, field by field."""
+    """The script's GRPOConfig equals the one notebook 05's config cell builds, field by field."""
     argv = ["--profile", "smoke"] + (["--max-steps", str(max_steps)] if max_steps else [])
     script = tg.build_config(tg.parse_args(argv), CPU_ONLY, PROFILES["smoke"]).to_dict()
     notebook = _notebook_04_config(max_steps).to_dict()
@@ -251,7 +251,7 @@ def test_the_run_writes_what_notebook_04_writes(two_process_run):
 
 
 def test_evaluate_script_reads_the_two_process_adapter(two_process_run, tmp_path):
-    """Notebook 05's evaluation, from the command line, on the adapter the DDP run saved."""
+    """Notebook 06's evaluation, from the command line, on the adapter the DDP run saved."""
     adapter = two_process_run["run"] / "adapter"
     command = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--profile", "smoke",
                "--adapter", str(adapter), "--num-problems", "2", "--output-dir", str(tmp_path)]

@@ -72,7 +72,7 @@ def test_overrides_win_and_are_checked():
     validate(SMOKE, CPU_ONLY, s)
 
 
-# ---- one config for notebook 04 and the script ---------------------------------------------
+# ---- one config for notebook 05 and the script ---------------------------------------------
 
 LOSS_KEYS = ("loss_type", "scale_rewards", "epsilon", "num_iterations",
              "mask_truncated_completions", "weight_decay")
@@ -206,7 +206,7 @@ def test_resume_message_says_what_happens(tmp_path):
     assert "continues at step 21 of 30" in describe_resume(ckpt, 30, 10)
     assert "ends at once" in describe_resume(ckpt, 20, 10)
     assert latest_checkpoint(tmp_path / "nothing-here") is None
-    with pytest.raises(FileNotFoundError, match="run notebook 04"):
+    with pytest.raises(FileNotFoundError, match="run notebook 05"):
         load_log_history(tmp_path)
 
 
