@@ -108,6 +108,10 @@ def toy_r1_figures(data: dict[str, Any]) -> dict[str, str]:
         out[f"{seed}.cold_start_steps"] = count(row["cold_start"]["steps"])
         for lr, acc in row.get("acc_after_one_sft_update", {}).items():
             out[f"{seed}.one_sft_update.lr{setting(float(lr))}"] = percent(acc)
+    gains = [means["gain_grpo_points"] for means in data.get("by_kernel", {}).values()]
+    if gains:
+        out |= {"toy_r1.kernel_gain_min": points(min(gains)),
+                "toy_r1.kernel_gain_max": points(max(gains))}
     for kernel, means in data.get("by_kernel", {}).items():
         key = f"toy_r1.{kernel}"
         out |= {f"{key}.mean.{k}": percent(v) for k, v in means.items() if k.startswith("acc_")}
@@ -184,6 +188,10 @@ def smoke_model_figures(data: dict[str, Any]) -> dict[str, str]:
                     f"{key}.rebuild.validation": percent(row["checks"][-1][1]),
                     f"{key}.rebuild.seconds": seconds(row["build_s"]),
                     f"{key}.rebuild.peak_rss": megabytes(row["build_peak_rss_mb"])}
+    rebuilt = [row["rebuilt_strict"] for row in data["kernel_paths"] if "rebuilt_strict" in row]
+    if rebuilt:
+        out |= {"smoke_model.rebuild_strict_min": percent(min(rebuilt)),
+                "smoke_model.rebuild_strict_max": percent(max(rebuilt))}
     return out | learning_figures(data["learning"]) | machine_figures("smoke_model", data)
 
 
@@ -205,6 +213,9 @@ def learning_figures(runs: list[dict[str, Any]]) -> dict[str, str]:
         if gains:
             out |= {f"{key}.gain_min": points(min(gains)), f"{key}.gain_max": points(max(gains)),
                     f"{key}.gain_median": points(statistics.median(gains))}
+    for kernel in {run["kernel_path"] for run in runs}:
+        times = [run["train_seconds"] for run in runs if run["kernel_path"] == kernel]
+        out[f"smoke_model.{kernel}.train_seconds_median"] = seconds(statistics.median(times))
     if runs:
         out["smoke_model.runs"] = str(len(runs))
         out["smoke_model.base"] = percent(runs[0]["base"])  # the committed start, in 4-bit
@@ -269,6 +280,13 @@ def gpu_call_figures(module: Any) -> dict[str, str]:
             "gpu_calls.stock_exempt": str(len(module.STOCK_CALLS))}
 
 
+def learning_promise_figures(module: Any) -> dict[str, str]:
+    """helpers/learning.py: the smoke promise the evaluation notebook and the learning test assert."""
+    return {"learning.min_gain_points": f"{module.MIN_GAIN_POINTS:g}",
+            "learning.min_problems": str(module.MIN_PROBLEMS),
+            "learning.kernel_paths": str(len(module.KERNEL_PATHS))}
+
+
 def read_json(path: Path) -> Any:
     """A benchmark's JSON file."""
     return json.loads(path.read_text())
@@ -291,6 +309,13 @@ def read_gpu_calls(_: Path) -> Any:
     from helpers import gpu_calls
 
     return gpu_calls
+
+
+def read_learning(_: Path) -> Any:
+    """The smoke promise's module."""
+    from helpers import learning
+
+    return learning
 
 
 def read_smoke_recipe(_: Path) -> Any:
@@ -324,6 +349,8 @@ SOURCES: dict[str, Source] = {
     "locks": Source("locks/t4.txt", "make lock", lock_figures, read_locks),
     "gpu_calls": Source("helpers/gpu_calls.py", "git restore helpers/gpu_calls.py",
                         gpu_call_figures, read_gpu_calls),
+    "learning": Source("helpers/learning.py", "git restore helpers/learning.py",
+                       learning_promise_figures, read_learning),
     "smoke_recipe": Source("helpers/smoke_model.py", "git restore helpers/smoke_model.py",
                            smoke_recipe_figures, read_smoke_recipe),
 }
