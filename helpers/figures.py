@@ -281,7 +281,7 @@ def gpu_call_figures(module: Any) -> dict[str, str]:
 
 
 def learning_promise_figures(module: Any) -> dict[str, str]:
-    """helpers/learning.py: the smoke promise the evaluation notebook and the learning test assert."""
+    """helpers/learning.py: the smoke promise that the evaluation notebook and tests assert."""
     return {"learning.min_gain_points": f"{module.MIN_GAIN_POINTS:g}",
             "learning.min_problems": str(module.MIN_PROBLEMS),
             "learning.kernel_paths": str(len(module.KERNEL_PATHS))}
