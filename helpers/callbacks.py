@@ -147,7 +147,7 @@ class HeldOutAccuracy(TrainerCallback):
                 # same folder serves every measurement (unsloth_zoo vllm_utils.load_lora).
                 model.save_pretrained(str(self.adapter_dir))
             outputs = generate_side(model, self.tokenizer, self.prompts, self.settings, "trained",
-                                    self.adapter_dir)
+                                    self.adapter_dir, progress=False)  # the progress line says it
         finally:
             model.train(training)
             torch.set_rng_state(cpu_rng)

@@ -94,8 +94,11 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _progress(total: int, desc: str) -> Any:
-    """A tqdm bar (plain text, no widgets), or a minimal text counter when tqdm is missing."""
+def _progress(total: int, desc: str | None) -> Any:
+    """A tqdm bar (plain text, no widgets), a minimal text counter when tqdm is missing, or
+    nothing at all when `desc` is None."""
+    if desc is None:
+        return _TextProgress(total, desc, quiet=True)
     try:
         from tqdm.std import tqdm
     except ImportError:
@@ -106,12 +109,13 @@ def _progress(total: int, desc: str) -> Any:
 class _TextProgress:
     """Prints 'desc: done/total' as batches finish."""
 
-    def __init__(self, total: int, desc: str) -> None:
-        self.total, self.desc, self.done = total, desc, 0
+    def __init__(self, total: int, desc: str | None, quiet: bool = False) -> None:
+        self.total, self.desc, self.done, self.quiet = total, desc, 0, quiet
 
     def update(self, n: int) -> None:
         self.done += n
-        print(f"{self.desc}: {self.done}/{self.total}", flush=True)
+        if not self.quiet:
+            print(f"{self.desc}: {self.done}/{self.total}", flush=True)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -124,9 +128,11 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
 
 
 def generate_hf(
-    model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings, desc: str
+    model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings,
+    desc: str | None,
 ) -> list[list[Generation]]:
-    """Batched `model.generate` with left padding (CPU / smoke; no vLLM)."""
+    """Batched `model.generate` with left padding (CPU / smoke; no vLLM); a progress bar titled
+    `desc`, or none when it is None."""
     import torch
 
     eos, bar, results = _eos_ids(model, tokenizer), _progress(len(prompts), desc), []
@@ -165,7 +171,7 @@ def _to_generation(ids: list[int], eos: set[int], tokenizer: Any) -> Generation:
 
 def generate_vllm(
     model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings,
-    lora_request: Any,
+    lora_request: Any, progress: bool = True,
 ) -> list[list[Generation]]:
     """unsloth's vLLM engine (`fast_generate`, GPU); `lora_request=None` is the base model."""
     from vllm import SamplingParams
@@ -179,7 +185,7 @@ def generate_vllm(
         {"prompt_token_ids": tokenizer(p, add_special_tokens=False)["input_ids"]} for p in prompts
     ]
     outputs = model.fast_generate(
-        token_prompts, sampling_params=params, lora_request=lora_request, use_tqdm=True
+        token_prompts, sampling_params=params, lora_request=lora_request, use_tqdm=progress
     )
     return [
         [Generation(o.text, len(o.token_ids), o.finish_reason == "length") for o in out.outputs]
@@ -189,20 +195,21 @@ def generate_vllm(
 
 def generate_side(
     model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings,
-    side: str, adapter_dir: Path,
+    side: str, adapter_dir: Path, progress: bool = True,
 ) -> list[list[Generation]]:
     """Generate for 'base' (adapter off) or 'trained' (adapter on), on vLLM if it is loaded."""
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     if getattr(model, "vllm_engine", None) is not None:
         lora = model.load_lora(str(adapter_dir)) if side == "trained" else None
-        return generate_vllm(model, tokenizer, prompts, settings, lora)
+        return generate_vllm(model, tokenizer, prompts, settings, lora, progress)
     if not hasattr(model, "disable_adapter"):
         raise TypeError("Evaluation needs the peft model with its adapter: see load_trained.")
+    desc = side if progress else None
     if side == "trained":
-        return generate_hf(model, tokenizer, prompts, settings, desc=side)
+        return generate_hf(model, tokenizer, prompts, settings, desc=desc)
     with model.disable_adapter():
-        return generate_hf(model, tokenizer, prompts, settings, desc=side)
+        return generate_hf(model, tokenizer, prompts, settings, desc=desc)
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
