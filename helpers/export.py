@@ -71,9 +71,9 @@ def check_base_exists(adapter_dir: Path) -> None:
     base = str(config.get("base_model_name_or_path") or "")
     if base.startswith(("/", ".")) and not Path(base).exists():
         raise FileNotFoundError(
-            f"This adapter was trained on the local model {shorten_paths(base)}, which is no "
-            "longer on disk (the smoke model is rebuilt when its recipe changes): run notebook 05 "
-            "again."
+            f"This adapter was trained on the local model {shorten_paths(base)}, which is not on "
+            "this machine (an adapter records its base model's folder, and a course checked out "
+            "elsewhere has its own): run notebook 05 again."
         )
 
 

@@ -357,7 +357,7 @@ def usable_adapter(run: Path, profile: Profile | None = None) -> Path:
         # What helpers.model.resolve_model_name loads (without importing the model code here).
         expected = str(SMOKE_MODEL_DIR) if profile.model_name == SMOKE_MODEL else profile.model_name
         if not _same_model(saved, expected):
-            model = Path(expected).name if expected.startswith(("/", ".")) else expected
+            model = shown(expected)  # the smoke model as models/smoke, a hub id as it is
             raise RunFolderError(
                 f"The run in {shown(run)} was trained on {saved}, not on the {profile.name} "
                 f"profile's {model}: set PROFILE to the profile that run used, or RUN_FOLDER to "

@@ -254,7 +254,7 @@ def test_a_run_folder_of_another_model_is_refused_by_training_05_and_06(tmp_path
         usable_adapter(run, SMOKE)
     sentence = one_sentence(str(caught.value), run)
     assert (f"was trained on {PROFILES['t4'].model_name}, not on the smoke profile's "
-            "smoke-model-") in sentence
+            "models/smoke") in sentence
     assert "set PROFILE to the profile that run used" in sentence
 
 
