@@ -59,9 +59,10 @@ def test_round_trip_gives_identical_logits(built, tmp_path):
 def test_the_warm_start_lands_in_its_accuracy_band(built):
     """Format learned, and some answers right, some wrong: GRPO's groups need both to learn.
 
-    The committed weights scored 39.0-39.5% strict on these 200 problems on all four kernel paths
-    measured (native AVX-512, AVX2, torch's default kernels, MKL_CBWR=COMPATIBLE; README): greedy
-    decoding of fixed weights moves at most a problem or two between paths, far inside 30-50%.
+    The committed weights scored 39.5% strict on these 200 problems on all four kernel paths
+    measured (native AVX-512, AVX2, torch's default kernels, MKL_CBWR=COMPATIBLE;
+    runs/bench/smoke_model.json): greedy decoding of fixed weights moved no problem between those
+    paths, so 30-50% leaves ten points either side for paths not measured.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
