@@ -117,6 +117,10 @@ def toy_r1_figures(data: dict[str, Any]) -> dict[str, str]:
         out |= {f"{key}.mean.{k}": percent(v) for k, v in means.items() if k.startswith("acc_")}
         out[f"{key}.gain_grpo_points"] = points(means["gain_grpo_points"])
         out[f"{key}.seeds"] = str(len(means["seeds"]))
+        if "weak_cold_start" in means:
+            weak = means["weak_cold_start"]
+            out |= {f"{key}.weak_cold_start.acc_before": percent(weak["acc_before"]),
+                    f"{key}.weak_cold_start.gain_grpo_points": points(weak["gain_grpo_points"])}
     out |= weak_cold_start_figures(data)
     first = [row["rft_first_version"]["updates"] for row in data["seeds"]
              if "rft_first_version" in row]

@@ -30,19 +30,21 @@ def test_every_figure_in_readme_and_notebooks_matches_its_source():
     assert not problems, "\n".join(problems)
 
 
-def test_readme_cites_figures_from_every_committed_benchmark():
-    keys = fg.keys_in((ROOT / "README.md").read_text())
-    for prefix in ("toy_r1", "memory_fit", "rewards", "grpo_vs_trl", "profile", "locks",
-                   "gpu_calls"):
-        assert any(k.startswith(prefix + ".") for k in keys), f"README cites no {prefix} figure"
+def test_readme_and_docs_cite_figures_from_every_committed_benchmark():
+    keys = [key for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+            for key in fg.keys_in(path.read_text())]
+    for prefix in ("toy_r1", "smoke_model", "memory_fit", "rewards", "grpo_vs_trl", "profile",
+                   "locks", "gpu_calls", "learning"):
+        assert any(k.startswith(prefix + ".") for k in keys), f"no {prefix} figure is cited"
 
 
 def copy_of_course(tmp_path: Path) -> Path:
-    """README and the benchmark JSONs, copied: the planted errors go there (notebooks: below)."""
+    """README, docs/ and the benchmark JSONs, copied: planted errors go there (notebooks: below)."""
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
     shutil.copytree(ROOT / "runs" / "bench", tmp_path / "runs" / "bench")
     shutil.copytree(ROOT / "locks", tmp_path / "locks")
-    for name in ("profiles.py", "smoke_model.py", "gpu_calls.py"):  # code sources must exist
+    for name in ("profiles.py", "smoke_model.py", "gpu_calls.py", "learning.py"):  # code sources
         (tmp_path / "helpers").mkdir(exist_ok=True)
         shutil.copy(ROOT / "helpers" / name, tmp_path / "helpers" / name)
     return tmp_path
@@ -50,7 +52,7 @@ def copy_of_course(tmp_path: Path) -> Path:
 
 def test_a_planted_mismatch_fails_and_make_figures_repairs_it(tmp_path: Path):
     root = copy_of_course(tmp_path)
-    readme = root / "README.md"
+    readme = root / "docs" / "results.md"
     text = readme.read_text()
     marker = "<!-- fig:toy_r1.mean.acc_after_grpo -->"
     assert marker in text
@@ -58,7 +60,7 @@ def test_a_planted_mismatch_fails_and_make_figures_repairs_it(tmp_path: Path):
     readme.write_text(text.replace(f"{marker}{value}", f"{marker}54.0%", 1))
 
     problems = script.check(root)
-    assert problems == [f"README.md: fig:toy_r1.mean.acc_after_grpo says '54.0%' but "
+    assert problems == [f"results.md: fig:toy_r1.mean.acc_after_grpo says '54.0%' but "
                         f"runs/bench/toy_r1.json gives '{value}': run `make figures`."]
     assert script.main(["--check", "--root", str(root)]) == 1
 
@@ -77,7 +79,7 @@ def test_a_changed_benchmark_result_fails_until_figures_are_filled(tmp_path: Pat
     script.fill(root)
     assert script.check(root) == []
     assert "<!-- fig:toy_r1.mean.acc_after_grpo -->50.0%<!-- /fig -->" in (
-        root / "README.md").read_text()
+        root / "docs" / "results.md").read_text()
 
 
 def test_an_unknown_key_and_an_unknown_source_fail(tmp_path: Path):
@@ -94,6 +96,7 @@ def test_a_missing_source_names_the_command_that_writes_it(tmp_path: Path):
     root = copy_of_course(tmp_path)
     (root / "runs" / "bench" / "toy_r1.json").unlink()
     (root / "runs" / "bench" / "course_times.json").unlink(missing_ok=True)
+    shutil.rmtree(root / "docs")
     (root / "README.md").write_text(
         "<!-- fig:toy_r1.gain_grpo_points -->+15.5<!-- /fig -->\n"
         "**Time:** CPU smoke <!-- fig:cpu_seconds.03 -->M s<!-- /fig --> (measured)")
