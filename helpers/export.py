@@ -265,7 +265,7 @@ def transformers_generate(
     # A T4 has no bf16: load in fp16 there. device_map="auto" spills to CPU what does not fit.
     dtype = merged_dtype(hw)
     model = AutoModelForCausalLM.from_pretrained(
-        model_dir, torch_dtype=dtype if dtype == "auto" else getattr(torch, dtype),
+        model_dir, dtype=dtype if dtype == "auto" else getattr(torch, dtype),
         device_map="auto" if hw.cuda else None,
     )
     answers = []

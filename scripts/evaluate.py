@@ -90,9 +90,9 @@ def load_merged(profile: Profile, merged_dir: Path) -> tuple[Any, Any, Any]:
 
     tokenizer = AutoTokenizer.from_pretrained(merged_dir)
     device = {"device_map": "auto"} if _cuda() else {}
-    merged = AutoModelForCausalLM.from_pretrained(merged_dir, torch_dtype="auto", **device)
+    merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype="auto", **device)
     base = AutoModelForCausalLM.from_pretrained(
-        resolve_model_name(profile), torch_dtype="auto", **device
+        resolve_model_name(profile), dtype="auto", **device
     )
     return base.eval(), merged.eval(), tokenizer
 

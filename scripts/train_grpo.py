@@ -270,7 +270,7 @@ def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool) -> tuple[Any, 
     # No device_map: accelerate has already picked this process's GPU (bitsandbytes loads
     # there); DeepSpeed places the weights itself.
     model = AutoModelForCausalLM.from_pretrained(
-        name, torch_dtype=dtype, quantization_config=quantization
+        name, dtype=dtype, quantization_config=quantization
     )
     tokenizer = AutoTokenizer.from_pretrained(name)
     if tokenizer.pad_token is None:
