@@ -32,7 +32,7 @@ HUB_TOKEN_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 GGUF_DEFAULT_MAX_BILLIONS = 5.0  # GGUF is off by default above this: ~35 GB of disk for a 7B
 # A quantized GGUF's size as a fraction of the 16-bit model (bits per weight / 16).
 GGUF_FRACTION = {"q4_k_m": 0.30, "q5_k_m": 0.36, "q8_0": 0.53, "f16": 1.0}
-_ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs)/)")
+_ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs|models)/)")
 
 
 def shorten_paths(text: str) -> str:

@@ -25,8 +25,8 @@ from typing import Any
 from helpers.paths import ROOT
 
 # Strict-accuracy points on the 200 held-out problems that GRPO must add on the smoke profile, with
-# the paired 95% interval above 0. Measured spread (runs/bench/smoke_model.json): 16 runs, 4 seeds on
-# each of 4 CPU kernel paths, gained +12.5 to +24.5; the course's own seed gained +18.0 on the
+# the paired 95% interval above 0. Measured spread (runs/bench/smoke_model.json): 16 runs, 4 seeds
+# on each of 4 CPU kernel paths, gained +12.5 to +24.5; the course's own seed gained +18.0 on the
 # native path and +19.5 on torch's default kernels. 10 sits below the lowest by about one paired
 # standard error (~3.5 points at these flip counts): a real loss of learning fails, noise does not.
 MIN_GAIN_POINTS = 10.0

@@ -120,6 +120,12 @@ def _reward_keys(log: LogHistory) -> tuple[str, ...]:
 
 PANELS = [
     Panel("Total reward (weighted sum)", "reward", ("reward",), _draw_reward),
+    Panel(  # beside the reward: what the model would answer now
+        "Held-out accuracy (greedy, strict)",
+        "fraction right",
+        (HELDOUT_KEY,),
+        _draw_single(HELDOUT_KEY),
+    ),
     Panel("Reward components", "mean reward", (), _draw_components),  # keys: see panels_for
     Panel("Completion length", "tokens", ("completions/mean_length",), _draw_length),
     Panel(
@@ -133,12 +139,6 @@ PANELS = [
         "fraction (nothing learned)",
         ("frac_reward_zero_std",),
         _draw_single("frac_reward_zero_std"),
-    ),
-    Panel(
-        "Held-out accuracy (greedy, strict)",
-        "fraction right",
-        (HELDOUT_KEY,),
-        _draw_single(HELDOUT_KEY),
     ),
     Panel("KL to the reference model", "kl", ("kl",), _draw_single("kl")),
     Panel("Learning rate", "lr", ("learning_rate",), _draw_single("learning_rate")),

@@ -111,8 +111,8 @@ def test_merged_model_holds_the_lora_delta_and_runs_without_unsloth(trained, tmp
 
 
 def test_shorten_paths_keeps_only_the_course_relative_part():
-    text = "/tmp/x/runs/smoke/adapter is an adapter; its base: /home/a/b/.cache/m first."
-    assert shorten_paths(text) == "runs/smoke/adapter is an adapter; its base: .cache/m first."
+    text = "/tmp/x/runs/smoke/adapter: its base /home/a/b/.cache/m, or /c/models/smoke."
+    assert shorten_paths(text) == "runs/smoke/adapter: its base .cache/m, or models/smoke."
 
 
 def test_an_adapter_whose_local_base_is_gone_names_the_fix(tmp_path):

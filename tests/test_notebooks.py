@@ -16,7 +16,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 sys.path.insert(0, str(ROOT / "scripts"))
 from sync_notebooks import BOOTSTRAP_TITLE, colab_line  # noqa: E402
 
-ABSOLUTE_ARTEFACT_PATH = re.compile(r"/[\w./-]+/(\.cache|runs)/")
+ABSOLUTE_ARTEFACT_PATH = re.compile(r"/[\w./-]+/(\.cache|runs|models)/")
 SECRET = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|api[_-]?key\s*=\s*['\"][^'\"]+)")
 # A home directory, or a file inside a virtual environment or an installed package (a warning's
 # location, a traceback): what a machine leaks into an output when a path is printed in full.
@@ -120,9 +120,9 @@ def test_the_notebooks_that_need_a_gpu_ask_colab_for_a_t4_and_say_so(capsys):
 
 
 def test_local_paths_are_found_and_course_paths_are_not():
-    leak = ("/work/main/.venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:238: "
+    leak = ("/opt/course/.venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:238: "
             "UserWarning: None of the inputs have requires_grad=True")
-    assert local_paths(leak) == ["/work/main/.venv/lib/python3.11/site-packages/"]
+    assert local_paths(leak) == ["/opt/course/.venv/lib/python3.11/site-packages/"]
     assert local_paths("cached in /root/.cache/huggingface") == ["/root/"]
     assert local_paths("see /home/ana/grpo/runs") == ["/home/ana/"]
     assert local_paths(f"Run folder: {ROOT}/runs/course/smoke") == [str(ROOT)]
