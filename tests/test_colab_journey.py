@@ -31,6 +31,7 @@ import types
 
 drive = types.ModuleType("google.colab.drive")
 drive.mount = lambda path, **kw: pathlib.Path(path, "MyDrive").mkdir(parents=True, exist_ok=True)
+drive.flush_and_unmount = lambda **kw: None  # the files are written already: nothing pending
 colab = types.ModuleType("google.colab")
 colab.drive = drive
 for module in (colab, drive):  # libraries ask importlib.util.find_spec("google.colab")
@@ -130,7 +131,7 @@ def printed(outputs: list) -> str:
                    for cell in outputs for o in cell)
 
 
-def test_without_a_run_05_and_06_say_what_to_do_in_one_sentence(journey):
+def test_without_a_run_06_and_07_say_what_to_do_in_one_sentence(journey):
     for key in ("06 without a run", "07 without a run"):
         message = journey[key]
         assert message.startswith("RunMissingError: No trained smoke run in "), message
@@ -138,7 +139,7 @@ def test_without_a_run_05_and_06_say_what_to_do_in_one_sentence(journey):
         assert "run notebook 05" in message and "RUN_FOLDER" in message and "PROFILE" in message
 
 
-def test_04_writes_its_run_to_drive_and_says_why(journey):
+def test_05_writes_its_run_to_drive_and_says_why(journey):
     run = journey["run"]
     assert (run / "checkpoints").is_dir() and (run / "log_history.json").is_file()
     assert (run / "figures" / "training.png").is_file()
@@ -157,12 +158,12 @@ def test_a_disconnect_after_the_first_checkpoint_leaves_a_usable_adapter(journey
     assert len(results["problems"]) == 4
 
 
-def test_05_in_its_own_runtime_evaluates_04s_run_from_drive(journey):
+def test_06_in_its_own_runtime_evaluates_05s_run_from_drive(journey):
     out = printed(journey["06 on the cut run"])
     assert "Run folder: " in out and "MyDrive/grpo-course/runs/course/smoke" in out
 
 
-def test_04_rerun_resumes_and_06_exports_the_finished_run(journey):
+def test_05_rerun_resumes_and_07_exports_the_finished_run(journey):
     assert "RESUMING from checkpoint-1" in printed(journey["05 resumed"])
     steps = json.loads((journey["run"] / "adapter" / "training_step.json").read_text())
     assert steps == {"step": MAX_STEPS, "max_steps": MAX_STEPS}

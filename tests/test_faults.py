@@ -91,14 +91,14 @@ def test_a_full_disk_is_one_sentence_and_the_rerun_resumes(faults):
     assert "RESUMING from checkpoint-4" in faults["outputs"]["log-history@6"]
 
 
-def test_the_adapter_swap_kill_leaves_the_previous_adapter_for_05(faults):
+def test_the_adapter_swap_kill_leaves_the_previous_adapter_for_06(faults):
     swap = next(row for row in faults["rows"] if row.point == "adapter-swap@4")
     assert swap.note == "checkpoint 4, log to step 4, adapter.old/ at step 2"
     after = next(row for row in faults["rows"] if row.point.startswith("save:model-written@6"))
     assert after.note.endswith("adapter/ at step 4")  # the resumed run brought it up to date
 
 
-def test_a_kill_in_05s_trained_pass_keeps_the_base_answers(faults):
+def test_a_kill_in_06s_trained_pass_keeps_the_base_answers(faults):
     evaluation = faults["evaluation"]
     lines = evaluation["rerun"].output.splitlines()
     base = next(line for line in lines if line.startswith("base: "))
@@ -113,7 +113,7 @@ def test_a_kill_in_05s_trained_pass_keeps_the_base_answers(faults):
     assert scores["base"]["n"] == scores["trained"]["n"] == 6
 
 
-def test_a_kill_during_06s_merge_leaves_nothing_that_looks_finished(faults):
+def test_a_kill_during_07s_merge_leaves_nothing_that_looks_finished(faults):
     merge = faults["merge"]
     assert merge["after_kill"] == ["merged_16bit.partial"]
     assert "Removed the unfinished" in merge["rerun"].output
@@ -225,7 +225,7 @@ def test_a_cut_off_file_in_a_checkpoint_is_skipped_in_one_sentence(tmp_path, bro
     assert "resuming from checkpoint-2 instead" in sentence
 
 
-def test_a_truncated_adapter_in_the_run_folder_is_refused_by_05_and_06(tmp_path):
+def test_a_truncated_adapter_in_the_run_folder_is_refused_by_06_and_07(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(whole_checkpoint(tmp_path / "c", 2), run / "adapter")
     cut(run / "adapter" / "adapter_model.safetensors")
@@ -236,7 +236,7 @@ def test_a_truncated_adapter_in_the_run_folder_is_refused_by_05_and_06(tmp_path)
     assert "rerun notebook 05 with this run folder" in sentence
 
 
-def test_a_run_folder_of_another_model_is_refused_by_training_05_and_06(tmp_path):
+def test_a_run_folder_of_another_model_is_refused_by_training_06_and_07(tmp_path):
     run = run_with_checkpoints(tmp_path, 2)
     folder = run / "checkpoints"
     other = {"model": "unsloth/Qwen2.5-1.5B-Instruct-unsloth-bnb-4bit", "learning_rate": 5e-6}

@@ -76,7 +76,7 @@ def test_grpo_run_dir_still_overrides_on_colab(fake_colab, monkeypatch, tmp_path
     assert fake_colab == []
 
 
-def test_05_and_06_find_the_newest_run_of_the_profile_on_drive(fake_colab, tmp_path):
+def test_06_and_07_find_the_newest_run_of_the_profile_on_drive(fake_colab, tmp_path):
     runs = tmp_path / "drive" / "MyDrive" / "grpo-course" / "runs"
     old = make_run(runs / "course" / "t4")
     new = make_run(runs / "second-try" / "t4")
