@@ -22,6 +22,7 @@ LONG_FIRST = (
     RUN_CHAIN_GROUP,
     "notebooks/09_r1_recipe_toy.ipynb",
     "tests/test_learning.py",
+    "tests/test_locks.py",  # mostly waiting on PyPI: it overlaps the others' CPU work
     "tests/test_faults.py",
     "tests/test_colab_journey.py",
     "tests/test_train_script.py",

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import urllib.request
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from pathlib import Path
 
@@ -487,18 +488,33 @@ def pypi_reachable() -> bool:
         return False
 
 
+CHECKED_LOCKS = ("t4", LIGHT)  # ampere has t4's pins (an offline test checks)
+
+
+@pytest.fixture(scope="module")
+def dry_runs():
+    """pip's report of each lock for each Python, all at once: pip waits on PyPI, not on the CPU,
+    so running the four side by side takes about as long as the slowest one."""
+    if not pypi_reachable():
+        pytest.skip("PyPI unreachable: checking a lock for a Python needs it")
+    jobs = [(name, python) for name in CHECKED_LOCKS for python in PYTHONS]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {(name, python): pool.submit(
+            resolve, [f"{p}=={v}" for p, v in sorted(read_lock(name).pins.items())], python,
+            deps=False) for name, python in jobs}
+    return {job: future.result() for job, future in futures.items()}
+
+
 @pytest.mark.network
 @pytest.mark.parametrize("python", PYTHONS)
-@pytest.mark.parametrize("name", ["t4", LIGHT])  # ampere has t4's pins (an offline test checks)
-def test_each_lock_installs_on_each_python(name, python):
+@pytest.mark.parametrize("name", CHECKED_LOCKS)
+def test_each_lock_installs_on_each_python(name, python, dry_runs):
     """One lock for every Python: pip finds a wheel of every pin for this CPython (a dry run
     with --no-deps, as pip would install them), and every requirement of every pinned package,
     its markers evaluated for this Python, is met by the pins (the light lock: or by Colab's
     recorded torch)."""
-    if not pypi_reachable():
-        pytest.skip("PyPI unreachable: checking a lock for a Python needs it")
     lock = read_lock(name)
-    report = resolve([f"{p}=={v}" for p, v in sorted(lock.pins.items())], python, deps=False)
+    report = dry_runs[name, python]
     assert report_pins(report) == lock.pins
     kept = {p: read_colab_record().preinstalled[p] for p in lock.keeps}
     assert lock_problems(report, lock.pins, target_markers(python), kept) == []

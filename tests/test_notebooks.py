@@ -136,7 +136,9 @@ def test_stored_outputs_hold_no_local_paths(path):
     nb = nbformat.read(path, as_version=4)
     for index, cell in enumerate(nb.cells):
         for output in cell.get("outputs", []):
-            found = local_paths(json.dumps(output))
+            # Images hold no paths, and scanning megabytes of base64 would only cost time.
+            data = {k: v for k, v in output.get("data", {}).items() if not k.startswith("image/")}
+            found = local_paths(json.dumps({**output, "data": data}))
             assert not found, (
                 f"{path.name}, cell {index}: a stored output shows {found[0]!r}, a path of the "
                 "machine that ran it: print it with helpers.paths.shown(...), or silence the "
