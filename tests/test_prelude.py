@@ -28,11 +28,13 @@ class Collect(logging.Handler):
 
 @pytest.fixture
 def collected():
-    """A handler on each quieted logger; the filters added by the test are removed after it."""
+    """A handler on each quieted logger, which starts unquieted (another test in this process
+    may have run the prelude: the filters are global); the loggers are put back after it."""
     handler = Collect()
     loggers = [logging.getLogger(name) for name in prelude.HARMLESS_LOG_MESSAGES]
     before = {logger.name: list(logger.filters) for logger in loggers}
     for logger in loggers:
+        logger.filters[:] = [f for f in logger.filters if not isinstance(f, prelude.DropMessages)]
         logger.addHandler(handler)
     yield handler
     for logger in loggers:
