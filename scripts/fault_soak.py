@@ -619,10 +619,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         chain = run_chain(runner, root / "chain")
         rows = chain["rows"]
         evaluation = run_evaluation_kill(runner, chain["run"], root / "chain" / "faults")
-        print(next(line for line in evaluation["rerun"].output.splitlines()
-                   if line.startswith("base: reusing")))
+        print("06 rerun after a kill in its trained pass:", *(
+            line for line in evaluation["rerun"].output.splitlines()
+            if line.startswith(("base: reusing", "trained: reusing"))), sep="\n  ")
         merge = run_merge_kill(runner, chain["run"], root / "export", root / "chain" / "faults")
-        print(f"after the kill: {merge['after_kill']}; after the rerun: {merge['after_rerun']}")
+        print(f"07 merge killed before its rename: {merge['after_kill']}; after the rerun: "
+              f"{merge['after_rerun']}")
         if args.random:
             rows += random_soak(runner, root, args.random, args.seed)
         if args.disk_full_mount:
