@@ -207,7 +207,7 @@ def test_the_precision_line_agrees_with_the_trainer_flags(machine, tmp_path):
     assert describe_precision(hw).startswith(f"trainer {precision} {flags}")
 
 
-def test_08_states_in_words_what_the_benchmark_found():
+def test_09_states_in_words_what_the_benchmark_found():
     """Notebook 09's reading of the controls is the benchmark's verdict, computed, word for word."""
     import json
 

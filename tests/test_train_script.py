@@ -61,7 +61,7 @@ def test_a_bad_flag_is_one_line(argv, fragment):
     assert fragment in lines[0] and lines[0].startswith("train_grpo.py: error:")
 
 
-def _notebook_04_config(max_steps: int | None) -> Any:
+def _notebook_05_config(max_steps: int | None) -> Any:
     """Run notebook 05's own parameters cell and config cell, on CPU with the smoke profile."""
     nb = nbformat.read(ROOT / "notebooks" / "05_grpo_training.ipynb", as_version=4)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
@@ -76,11 +76,11 @@ def _notebook_04_config(max_steps: int | None) -> Any:
 
 
 @pytest.mark.parametrize("max_steps", [None, 7])
-def test_one_process_gives_notebook_04s_config(max_steps):
+def test_one_process_gives_notebook_05s_config(max_steps):
     """The script's GRPOConfig equals the one notebook 05's config cell builds, field by field."""
     argv = ["--profile", "smoke"] + (["--max-steps", str(max_steps)] if max_steps else [])
     script = tg.build_config(tg.parse_args(argv), CPU_ONLY, PROFILES["smoke"]).to_dict()
-    notebook = _notebook_04_config(max_steps).to_dict()
+    notebook = _notebook_05_config(max_steps).to_dict()
     # logging_dir holds the creation time (runs/<date-time>_<host>): the one field that may differ.
     script.pop("logging_dir"), notebook.pop("logging_dir")
     assert script == notebook
@@ -241,7 +241,7 @@ def test_a_killed_two_process_run_resumes_from_its_newest_checkpoint(two_process
     assert two_process_run["stdout"].count(f"RESUMING from checkpoint-{saved}") == 1
 
 
-def test_the_run_writes_what_notebook_04_writes(two_process_run):
+def test_the_run_writes_what_notebook_05_writes(two_process_run):
     run = two_process_run["run"]
     log = json.loads((run / "log_history.json").read_text())
     assert [e["step"] for e in log if "reward" in e] == list(range(1, TWO_PROCESS_STEPS + 1))
