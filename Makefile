@@ -4,7 +4,7 @@ STACK := .venv/.stack-installed
 export PYTHONHASHSEED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: course test lint bench figures sync-notebooks execute-notebooks lock gpu-check clean
+.PHONY: course test lint bench figures sync-notebooks execute-notebooks lock gpu-check clean site
 
 $(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py $(wildcard locks/*.txt)
 	python3 scripts/install_stack.py venv
@@ -30,7 +30,7 @@ bench: $(STACK)
 	$(PY) scripts/figures.py
 
 ## Rewrite every <!-- fig:KEY -->VALUE<!-- /fig --> in README and notebook prose from its source
-## (runs/bench/*.json, helpers/profiles.py): see helpers/figures.py. `--check` only compares.
+## (runs/bench/*.json, helpers/profiles.py): see tools/cited_numbers.py. `--check` only compares.
 figures: $(STACK)
 	$(PY) scripts/figures.py
 
@@ -56,3 +56,8 @@ execute-notebooks: $(STACK)
 ## runs/bench/ stays: its JSON files are committed (the figures README cites).
 clean:
 	rm -rf .venv .cache $(filter-out runs/bench,$(wildcard runs/*))
+
+## The course as a static web book in _site/ (open _site/index.html, or serve the folder): README,
+## the notebooks with their stored outputs (never executed) and docs/. Offline; tests/test_site.py.
+site: $(STACK)
+	$(PY) scripts/build_site.py

@@ -1,4 +1,4 @@
-"""Where benchmarks write their figures: runs/bench/<name>.json, committed (helpers/figures.py)."""
+"""Where benchmarks write their figures: runs/bench/<name>.json, committed (tools/cited_numbers)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """The smoke model on several CPU float kernel paths: rebuilding it, and what GRPO adds to it.
 
-For each kernel path (helpers.learning.KERNEL_PATHS, each in fresh processes):
+For each kernel path (tools.smoke_runs.KERNEL_PATHS, each in fresh processes):
 - the recipe rebuilt from scratch into a temporary folder: warm-start steps, validation checks,
   build seconds and peak memory, and greedy strict accuracy on the 200 held-out problems;
 - the committed model's held-out accuracy there (fixed weights: the start every machine shares);
-- `helpers.learning.grpo_gain` from the committed model for GRPO seeds 0..N-1: the training
+- `tools.smoke_runs.grpo_gain` from the committed model for GRPO seeds 0..N-1: the training
   notebook's run, scored as the evaluation notebook scores it, with the paired interval.
 Two processes at a time, one thread each (the machine has two cores); times are under that load.
 Writes runs/bench/smoke_model.json, whose rows README's tables show.
@@ -31,7 +31,7 @@ from _results import write_result  # noqa: E402 (bench/ is on sys.path)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helpers.learning import KERNEL_PATHS, run_on_kernel_path  # noqa: E402
+from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path  # noqa: E402
 
 REBUILD_CHILD = """
 import json, resource, sys, time
@@ -39,7 +39,8 @@ sys.path.insert(0, {root!r})
 from pathlib import Path
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from helpers.hardware import cpu_kernel_path
-from helpers.smoke_model import build_smoke_model, ensure_smoke_model, validation_accuracy
+from tools.smoke_recipe import build_smoke_model, validation_accuracy
+from helpers.smoke_model import ensure_smoke_model
 from helpers.synthetic import synthetic_split
 
 def held_out(path):

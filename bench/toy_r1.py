@@ -1,6 +1,6 @@
 """Toy R1 on a CPU: cold-start SFT, then GRPO from scratch, against three controls.
 
-For each CPU float kernel path (helpers.learning.KERNEL_PATHS) and seed: a fresh 1M-parameter
+For each CPU float kernel path (tools.smoke_runs.KERNEL_PATHS) and seed: a fresh 1M-parameter
 model, SFT until 30% training accuracy (cached on disk by recipe, seed and kernel path), then from
 those same weights GRPO and three controls with the same number of optimiser updates: more SFT on
 labels, rejection-sampling fine-tuning (RFT), and GRPO with a random reward. The first version of
@@ -33,7 +33,6 @@ from _results import write_result  # noqa: E402 (bench/ is on sys.path)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helpers.learning import KERNEL_PATHS  # noqa: E402
 from helpers.toy_r1 import (  # noqa: E402
     ToyRecipe,
     cold_start_table,
@@ -41,6 +40,7 @@ from helpers.toy_r1 import (  # noqa: E402
     results_table,
     rft_table,
 )
+from tools.smoke_runs import KERNEL_PATHS  # noqa: E402
 
 MEANS = ["acc_before", "acc_after_grpo", "acc_after_sft_control", "acc_after_rft",
          "acc_after_random_reward", "acc_after_rft_first_version"]

@@ -183,7 +183,7 @@ NOTEBOOK_ROLES = ("Training notebook", "Evaluation notebook", "Save-and-use note
 
 def drive_handoff(roles: Sequence[str] = NOTEBOOK_ROLES) -> Figure:
     """Each notebook runs in its own Colab runtime; the run folder on Google Drive links them."""
-    from helpers.paths import DRIVE_RUNS, RUN_NAME
+    from helpers.run_folder import DRIVE_RUNS, RUN_NAME
 
     if len(roles) != 3:
         raise ValueError(f"{len(roles)} roles given: name the training, evaluation and "

@@ -10,33 +10,26 @@ import argparse
 import csv
 import hashlib
 import json
-import math
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from helpers.data import extract_gold_answer, make_prompt
-from helpers.paths import (
-    ROOT,
-    check_writable,
-    fault_point,
-    file_problem,
-    has_adapter,
-    shown,
-    usable_adapter,
-    write_json_atomic,
-)
+from helpers.paths import ROOT, shown
+from helpers.run_folder import RunFolder, as_run, has_adapter, usable_adapter
+from helpers.stats import pass_at_k, wilson_interval
+from helpers.storage import check_writable, fault_point, file_problem, write_json_atomic
 
 if TYPE_CHECKING:
     from helpers.profiles import Profile
 
-Mode = Literal["strict", "lenient"]
+from helpers.rewards import Mode
+
 MODES: tuple[Mode, ...] = ("strict", "lenient")
 SIDES = ("base", "trained")
-Z_95 = 1.959963984540054  # the normal quantile for a two-sided 95% interval
 
 
 class AdapterMissingError(FileNotFoundError):
@@ -76,7 +69,7 @@ class Generation:
 
 def decoding_settings(profile: Profile, **overrides: Any) -> DecodingSettings:
     """The profile's evaluation decoding: greedy, with the training completion budget."""
-    return DecodingSettings(max_new_tokens=profile.max_completion_length, **overrides)
+    return DecodingSettings(**{"max_new_tokens": profile.max_completion_length, **overrides})
 
 
 def build_prompts(tokenizer: Any, questions: Iterable[str]) -> list[str]:
@@ -210,27 +203,6 @@ def generate_side(
         return generate_hf(model, tokenizer, prompts, settings, desc=desc)
     with model.disable_adapter():
         return generate_hf(model, tokenizer, prompts, settings, desc=desc)
-
-
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval for a proportion: sound near 0% and 100% and for small n."""
-    if n <= 0 or not 0 <= successes <= n:
-        raise ValueError(f"Need 0 <= successes <= n and n > 0, got {successes}/{n}.")
-    p = successes / n
-    denom = 1 + z**2 / n
-    center = (p + z**2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
-    return max(0.0, center - half), min(1.0, center + half)
-
-
-def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
-    """Unbiased pass@k (Chen et al., 2021): P(at least one of k draws from the n is correct)."""
-    if not 0 <= num_correct <= num_samples or not 1 <= k <= num_samples:
-        raise ValueError(f"Need 0 <= c <= n and 1 <= k <= n, got n={num_samples}, "
-                         f"c={num_correct}, k={k}.")
-    if num_samples - num_correct < k:
-        return 1.0
-    return 1.0 - math.comb(num_samples - num_correct, k) / math.comb(num_samples, k)
 
 
 def score(generations: Sequence[Sequence[Generation]], golds: Sequence[str]) -> dict[str, Any]:
@@ -376,8 +348,8 @@ def evaluate(
 ) -> dict[str, Any]:
     """Base and trained on the same rows: one prompt list, one settings object, one scorer.
 
-    With `store` (notebook 05: run/eval/answers), answers are saved per model and per batch, and
-    a rerun reuses them, saying so.
+    With `store` (notebook 06: the run folder's `answers`), answers are saved per model and per
+    batch, and a rerun reuses them, saying so.
     """
     questions = [row["question"] for row in rows]
     golds = [extract_gold_answer(row["answer"]) for row in rows]
@@ -414,59 +386,6 @@ def flips(results: dict[str, Any], mode: Mode = "strict") -> dict[str, list[dict
     return {kind: [r for r in rows if r[f"change_{mode}"] == kind] for kind in ("fixed", "broken")}
 
 
-def mcnemar_p(fixed: int, broken: int) -> float:
-    """Exact two-sided McNemar p-value: under "no change", each flip is a fair coin."""
-    if fixed < 0 or broken < 0:
-        raise ValueError(f"Flip counts must be >= 0, got fixed={fixed}, broken={broken}.")
-    n = fixed + broken
-    tail = sum(math.comb(n, k) for k in range(min(fixed, broken) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-def paired_bootstrap(
-    base: Sequence[bool], trained: Sequence[bool], resamples: int = 10_000, seed: int = 0
-) -> tuple[float, float]:
-    """95% percentile interval of trained minus base accuracy, resampling problems as pairs."""
-    import numpy as np
-
-    if len(base) != len(trained) or not base:
-        raise ValueError(f"Need two equal, non-empty lists of outcomes, got {len(base)} and "
-                         f"{len(trained)}.")
-    diff = np.asarray(trained, dtype=float) - np.asarray(base, dtype=float)
-    picks = np.random.default_rng(seed).integers(0, len(diff), size=(resamples, len(diff)))
-    low, high = np.percentile(diff[picks].mean(axis=1), [2.5, 97.5])
-    return float(low), float(high)
-
-
-def paired_test(results: dict[str, Any], mode: Mode = "strict") -> dict[str, Any]:
-    """The paired comparison: flips each way, the gain with a bootstrap 95% CI, McNemar's p."""
-    rows = results["problems"]
-    base = [bool(r[f"base_{mode}"]) for r in rows]
-    trained = [bool(r[f"trained_{mode}"]) for r in rows]
-    fixed = sum(t and not b for b, t in zip(base, trained, strict=True))
-    broken = sum(b and not t for b, t in zip(base, trained, strict=True))
-    low, high = paired_bootstrap(base, trained)
-    return {
-        "mode": mode, "n": len(rows), "fixed": fixed, "broken": broken,
-        "gain": (fixed - broken) / len(rows), "ci_low": low, "ci_high": high,
-        "mcnemar_p": mcnemar_p(fixed, broken),
-    }
-
-
-def describe_paired(test: dict[str, Any]) -> str:
-    """One sentence: the paired gain, its interval, the flips and whether it is more than noise."""
-    verdict = (
-        "the interval excludes 0: a real change" if test["ci_low"] > 0 or test["ci_high"] < 0
-        else "the interval includes 0: not shown to differ"
-    )
-    return (
-        f"{test['mode']}: {100 * test['gain']:+.1f} points on {test['n']} problems "
-        f"(paired bootstrap 95% CI {100 * test['ci_low']:+.1f} to {100 * test['ci_high']:+.1f}); "
-        f"{test['fixed']} fixed, {test['broken']} broken, McNemar p = {test['mcnemar_p']:.2g}; "
-        f"{verdict}."
-    )
-
-
 def summary_table(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per model: the numbers the notebook and README show, rounded for reading."""
     table = []
@@ -492,9 +411,9 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def save_results(results: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
-    """Write results.json (everything) and problems.csv (the per-problem table), each atomically."""
-    json_path, csv_path = out_dir / "results.json", out_dir / "problems.csv"
+def save_results(results: dict[str, Any], run: RunFolder | Path) -> tuple[Path, Path]:
+    """Write the results (everything, JSON) and the per-problem table (CSV), each atomically."""
+    json_path, csv_path = as_run(run).results, as_run(run).problems
     write_json_atomic(json_path, results)
     partial = csv_path.with_name(csv_path.name + ".partial")
     with partial.open("w", newline="") as f:
@@ -505,9 +424,9 @@ def save_results(results: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
     return json_path, csv_path
 
 
-def load_results(out_dir: Path) -> dict[str, Any] | None:
-    """The results.json a previous run saved in `out_dir`, or None (also when it is not whole)."""
-    path = out_dir / "results.json"
+def load_results(run: RunFolder | Path) -> dict[str, Any] | None:
+    """The results a previous evaluation saved in `run`, or None (also when not whole)."""
+    path = as_run(run).results
     return None if file_problem(path) else json.loads(path.read_text())
 
 
@@ -528,61 +447,20 @@ def compare_runs(previous: dict[str, Any] | None, current: dict[str, Any]) -> st
     return "\n".join(lines)
 
 
-def require_adapter(run: Path) -> Path:
+def require_adapter(run: RunFolder | Path) -> Path:
     """The whole adapter notebook 05 saved in `run`, or a clear error saying how to make it."""
     if not has_adapter(run):
         raise AdapterMissingError(
-            f"No trained LoRA adapter in {shown(run / 'adapter')}: run notebook 05 first (or "
+            f"No trained LoRA adapter in {shown(as_run(run).adapter)}: run notebook 05 first (or "
             "scripts/train_grpo.py) with this profile, or pass the run's adapter folder."
         )
     return usable_adapter(run)
 
 
-def plot_before_after(results: dict[str, Any], ax: Any = None) -> Any:
-    """Grouped bars, base vs trained: strict, lenient and format rates, with 95% Wilson bars."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.subplots(figsize=(7, 3.8))[1]
-    labels = ["strict\n(right number,\ntaught format)", "lenient\n(right number\nanywhere)",
-              "format\n(an <answer>\nspan at all)"]
-    width = 0.38
-    for offset, side in ((-width / 2, "base"), (width / 2, "trained")):
-        s = results["scores"][side]
-        hits = [s["strict"]["correct"], s["lenient"]["correct"], round(s["format_rate"] * s["n"])]
-        rates = [100 * h / s["n"] for h in hits]
-        bounds = [wilson_interval(h, s["n"]) for h in hits]
-        err = [[r - 100 * lo for r, (lo, _) in zip(rates, bounds, strict=True)],
-               [100 * hi - r for r, (_, hi) in zip(rates, bounds, strict=True)]]
-        bars = ax.bar([i + offset for i in range(3)], rates, width, yerr=err, capsize=4, label=side)
-        ax.bar_label(bars, fmt="%.0f%%", padding=2, fontsize=8)
-    ax.set_xticks(range(3), labels)
-    ax.set_ylabel("% of problems")
-    ax.set_ylim(0, 105)
-    ax.set_title(f"Held-out problems, n = {results['scores']['base']['n']} (95% Wilson intervals)")
-    ax.legend()
-    return ax
-
-
-def plot_lengths(results: dict[str, Any], ax: Any = None) -> Any:
-    """Histogram of completion lengths per model, with the token limit where truncation starts."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.subplots(figsize=(6, 3))[1]
-    limit = results["settings"]["max_new_tokens"]
-    bins = range(0, limit + 2, max(1, limit // 16))
-    for side in SIDES:
-        lengths = [row[f"{side}_tokens"] for row in results["problems"]]
-        ax.hist(lengths, bins=bins, alpha=0.55, label=side)
-    ax.axvline(limit, color="black", linestyle="--", label="token limit: truncated")
-    ax.set_xlabel("completion length (tokens)")
-    ax.set_ylabel("problems")
-    ax.legend()
-    return ax
-
-
 def latest_results(profile_name: str, runs: Path = ROOT / "runs") -> Path:
-    """The newest <runs>/*/<profile>/eval/results.json (what `make course` wrote last)."""
-    found = list(runs.glob(f"*/{profile_name}/eval/results.json"))
+    """The newest evaluation of a <runs>/*/<profile> run (what `make course` wrote last)."""
+    folders = [RunFolder(path) for path in runs.glob(f"*/{profile_name}")]
+    found = [run.results for run in folders if run.results.is_file()]
     if not found:
         raise FileNotFoundError(
             f"No {profile_name} evaluation under {runs.name}/: run `make course` (or notebook 06)."

@@ -9,11 +9,8 @@ process that never imports unsloth (the test and notebook 07 check that):
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.data import make_prompt
 from helpers.hardware import Hardware, choose_precision, detect_hardware
-from helpers.paths import ROOT, clear_staging, fault_point, swap_in
+from helpers.loading import load_trained
+from helpers.paths import ROOT
+from helpers.storage import clear_staging, fault_point, swap_in
 
 if TYPE_CHECKING:
     from helpers.profiles import Profile
@@ -32,52 +31,9 @@ HUB_TOKEN_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 GGUF_DEFAULT_MAX_BILLIONS = 5.0  # GGUF is off by default above this: ~35 GB of disk for a 7B
 # A quantized GGUF's size as a fraction of the 16-bit model (bits per weight / 16).
 GGUF_FRACTION = {"q4_k_m": 0.30, "q5_k_m": 0.36, "q8_0": 0.53, "f16": 1.0}
-_ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs|models)/)")
 
 
-def shorten_paths(text: str) -> str:
-    """'/home/me/course/.cache/x' -> '.cache/x': stored outputs name no machine's folders."""
-    return _ARTEFACT_PATH.sub(r"\1", text)
-
-
-def load_trained(
-    profile: Profile,
-    adapter_dir: Path,
-    load_in_4bit: bool = True,
-    fast_inference: bool | None = None,
-) -> tuple[Any, Any]:
-    """The base model plus a saved LoRA adapter, through the same unsloth call as notebook 01.
-
-    `fast_inference=None` keeps the profile's choice (vLLM on GPU profiles).
-    """
-    from unsloth import FastLanguageModel
-
-    from helpers.model import load_kwargs
-
-    check_base_exists(adapter_dir)
-    kwargs = {**load_kwargs(profile), "model_name": str(adapter_dir), "load_in_4bit": load_in_4bit}
-    if fast_inference is not None:
-        kwargs["fast_inference"] = fast_inference
-    with contextlib.redirect_stdout(io.StringIO()) as said:  # unsloth prints absolute paths
-        model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
-    print(shorten_paths(said.getvalue()), end="")
-    FastLanguageModel.for_inference(model)
-    return model, tokenizer
-
-
-def check_base_exists(adapter_dir: Path) -> None:
-    """Fail clearly when an adapter names a local base model folder that is gone."""
-    config = json.loads((adapter_dir / "adapter_config.json").read_text())
-    base = str(config.get("base_model_name_or_path") or "")
-    if base.startswith(("/", ".")) and not Path(base).exists():
-        raise FileNotFoundError(
-            f"This adapter was trained on the local model {shorten_paths(base)}, which is not on "
-            "this machine (an adapter records its base model's folder, and a course checked out "
-            "elsewhere has its own): run notebook 05 again."
-        )
-
-
-def save_adapter(model: Any, tokenizer: Any, out_dir: Path) -> list[str]:
+def export_adapter(model: Any, tokenizer: Any, out_dir: Path) -> list[str]:
     """Save only the LoRA weights (megabytes, not gigabytes) and the tokenizer; list the files."""
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

@@ -7,50 +7,28 @@ is left out, so partial logs (a crash at step 3, an older trl, beta=0 without `k
 from __future__ import annotations
 
 import html
-import io
-import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transformers import TrainerCallback
+from helpers.evaluation import SIDES
+from helpers.logs import (
+    HELDOUT_KEY,
+    REWARD_PREFIX,
+    LogHistory,
+    reward_names,
+    series,
+    training_entries,
+)
+from helpers.stats import wilson_interval
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-LogHistory = list[dict[str, Any]]
-REWARD_PREFIX = "rewards/"
-HELDOUT_KEY = "heldout/strict"  # greedy strict accuracy on held-out problems (HeldOutAccuracy)
-
-
-def training_entries(log_history: LogHistory) -> LogHistory:
-    """The per-step entries: drops the final summary line (train_runtime, train_loss...)."""
-    return [e for e in log_history if "step" in e and "train_runtime" not in e]
-
-
-def series(log_history: LogHistory, key: str) -> tuple[list[int], list[float]]:
-    """(steps, values) of one metric, skipping entries without it and non-finite values."""
-    steps, values = [], []
-    for entry in training_entries(log_history):
-        value = entry.get(key)
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            steps.append(int(entry["step"]))
-            values.append(float(value))
-    return steps, values
-
-
-def reward_names(log_history: LogHistory) -> list[str]:
-    """The reward functions that were logged (`rewards/<name>/mean`), in first-seen order."""
-    names: list[str] = []
-    for entry in log_history:
-        for key in entry:
-            if key.startswith(REWARD_PREFIX) and key.endswith("/mean"):
-                name = key[len(REWARD_PREFIX) : -len("/mean")]
-                if name not in names:
-                    names.append(name)
-    return names
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -191,338 +169,6 @@ def save_figure(log_history: LogHistory, path: Path) -> Path:
     return path
 
 
-def notebook_display() -> Callable[..., Any] | None:
-    """IPython's `display` inside a Jupyter kernel; None in a script or a test."""
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        return None
-    shell = get_ipython()
-    return display if shell is not None and hasattr(shell, "kernel") else None
-
-
-class LivePlot(TrainerCallback):
-    """Redraws the training figure every `every` logged steps; saves figure and log on save/end.
-
-    In Jupyter it updates one display in place; headless it only writes files.
-    """
-
-    def __init__(self, run_dir: Path, every: int = 1) -> None:
-        self.run_dir = Path(run_dir)
-        self.every = max(1, every)
-        self.figure_path = self.run_dir / "figures" / "training.png"
-        self._fig: Figure | None = None
-        self._handle: Any = None
-
-    @property
-    def displayed(self) -> bool:
-        """Whether the figure was drawn in this notebook (not headless, not if nothing trained)."""
-        return self._handle is not None
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        if state.global_step % self.every == 0 or state.global_step >= state.max_steps:
-            self.redraw(state.log_history)
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.persist(state.log_history)
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.redraw(state.log_history)
-        self.persist(state.log_history)
-
-    def redraw(self, log_history: LogHistory) -> None:
-        """Update the figure in the notebook (one display, replaced in place); no-op headless."""
-        display = notebook_display()
-        if display is None:
-            return
-        from IPython.display import Image
-
-        self._fig = plot_training(log_history, self._fig)
-        buffer = io.BytesIO()
-        self._fig.savefig(buffer, format="png", dpi=70)
-        image = Image(data=buffer.getvalue(), format="png")
-        if self._handle is None:
-            self._handle = display(image, display_id=True)
-        else:
-            self._handle.update(image)
-
-    def persist(self, log_history: LogHistory) -> None:
-        """Write log_history.json and the figure into the run folder."""
-        from helpers.training import save_log_history
-
-        save_log_history(log_history, self.run_dir)
-        save_figure(log_history, self.figure_path)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of the health check: fine (ok=True) or worth a look."""
-
-    ok: bool
-    text: str
-
-    def __str__(self) -> str:
-        return f"{'OK  ' if self.ok else 'WARN'} {self.text}"
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
-def _thirds(values: list[float]) -> tuple[list[float], list[float]]:
-    k = max(1, len(values) // 3)
-    return values[:k], values[-k:]
-
-
-def _slope(values: list[float]) -> float:
-    """Least-squares slope of `values` against 0, 1, 2, ... (per step)."""
-    n = len(values)
-    x_mean, y_mean = (n - 1) / 2, _mean(values)
-    num = sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values))
-    return num / sum((i - x_mean) ** 2 for i in range(n))
-
-
-@dataclass(frozen=True)
-class Trend:
-    """A series' slope, and how often shuffling the same values gave a slope at least as steep."""
-
-    slope: float
-    p_value: float  # one-sided permutation p-value for "rising"
-    first: float  # mean of the first third
-    last: float  # mean of the last third
-
-    @property
-    def rose(self) -> bool:
-        return self.p_value < TREND_ALPHA and self.slope > 0
-
-
-TREND_ALPHA = 0.01
-TREND_SHUFFLES = 1000
-
-
-def trend(values: list[float], shuffles: int = TREND_SHUFFLES, seed: int = 0) -> Trend:
-    """Did `values` rise? A permutation test of the slope: order matters only if it rose."""
-    import random
-
-    if len(values) < 3:
-        raise ValueError(f"A trend needs at least 3 logged steps, got {len(values)}.")
-    observed, rng, shuffled = _slope(values), random.Random(seed), list(values)
-    as_steep = 0
-    for _ in range(shuffles):
-        rng.shuffle(shuffled)
-        as_steep += _slope(shuffled) >= observed
-    first, last = (_mean(part) for part in _thirds(values))
-    return Trend(observed, (as_steep + 1) / (shuffles + 1), first, last)
-
-
-def _describe(name: str, t: Trend) -> str:
-    return (f"{name} {t.first:.3f} -> {t.last:.3f} (first vs last third), slope {t.slope:+.4f} "
-            f"a step, p = {t.p_value:.3f} against shuffled copies of the log")
-
-
-KEY_REWARD = "correctness_reward"  # the reward that matters; the others shape the format
-
-
-def _reward_findings(log_history: LogHistory) -> list[Finding]:
-    """The total reward's trend, then whether correctness fired and moved with the format."""
-    findings = []
-    _, rewards = series(log_history, "reward")
-    if len(rewards) >= 3:
-        t = trend(rewards)
-        if t.rose:
-            findings.append(Finding(True, "The reward rose: " + _describe("reward", t) + "."))
-        else:
-            findings.append(Finding(False, (
-                "The reward did not rise clearly: " + _describe("reward", t) + ". Train longer, "
-                "check the findings above, or change learning_rate."
-            )))
-    _, correct = series(log_history, f"{REWARD_PREFIX}{KEY_REWARD}/mean")
-    if not correct:
-        return findings
-    if max(correct) == 0:
-        findings.append(Finding(False, (
-            f"{KEY_REWARD} never fired: no sampled completion was right, so this run could only "
-            "learn the format. Use easier problems or a model that gets some right."
-        )))
-        return findings
-    average = _mean(correct)
-    fired = f"{KEY_REWARD} averaged {average:.3f} over {len(correct)} steps"
-    if len(correct) < 3:
-        findings.append(Finding(True, f"{fired}."))
-        return findings
-    t = trend(correct)
-    format_rose = [
-        name for name in reward_names(log_history)
-        if name != KEY_REWARD and len(series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]) >= 3
-        and trend(series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]).rose
-    ]
-    if t.rose:
-        findings.append(Finding(True, f"{fired}, and rose: " + _describe(KEY_REWARD, t) + "."))
-    elif format_rose:
-        findings.append(Finding(False, (
-            f"{fired} and stayed flat while {', '.join(format_rose)} rose: the run learned the "
-            f"format, not the answers ({_describe(KEY_REWARD, t)})."
-        )))
-    else:
-        findings.append(Finding(False, (
-            f"{fired} but did not rise clearly ({_describe(KEY_REWARD, t)})."
-        )))
-    return findings
-
-
-def _heldout_findings(log_history: LogHistory) -> list[Finding]:
-    """Greedy held-out accuracy at the first and last measurement, beside sampled correctness."""
-    steps, accuracy = series(log_history, HELDOUT_KEY)
-    if len(accuracy) < 2:
-        return []
-    _, correct = series(log_history, f"{REWARD_PREFIX}{KEY_REWARD}/mean")
-    sampled = ""
-    if len(correct) >= 3:
-        first, last = (_mean(part) for part in _thirds(correct))
-        sampled = (f"; in the same run, sampled {KEY_REWARD} (temperature 1) went {first:.3f} -> "
-                   f"{last:.3f} (first vs last third)")
-    change = 100 * (accuracy[-1] - accuracy[0])
-    text = (f"Held-out greedy accuracy went {accuracy[0]:.1%} -> {accuracy[-1]:.1%} "
-            f"({change:+.1f} points) from step {steps[0]} to step {steps[-1]}{sampled}.")
-    return [Finding(change > 0, text)]
-
-
-def health_check(log_history: LogHistory) -> list[Finding]:
-    """Plain-language checks of a finished run: truncation, zero spread, reward trend, loss."""
-    if not training_entries(log_history):
-        return [Finding(False, "No training steps were logged: did trainer.train() run?")]
-    findings = []
-    _, clipped = series(log_history, "completions/clipped_ratio")
-    if clipped:
-        late = _thirds(clipped)[1]
-        if _mean(late) >= 0.99:
-            findings.append(Finding(False, (
-                "Every completion was cut off at max_completion_length (clipped ratio 1.0): "
-                "answers never reach </answer>, so correctness rewards stay 0. Raise "
-                "max_completion_length, or reward shorter reasoning."
-            )))
-        else:
-            findings.append(Finding(True, (
-                f"{1 - _mean(late):.0%} of recent completions finished before the length limit."
-            )))
-    _, zero_std = series(log_history, "frac_reward_zero_std")
-    if zero_std:
-        if min(zero_std) >= 0.99:
-            findings.append(Finding(False, (
-                "Every group had zero reward spread (frac_reward_zero_std = 1): all completions "
-                "of a prompt scored the same, so every advantage was 0 and nothing was learned. "
-                "Use easier prompts, more generations, or a reward with partial credit."
-            )))
-        else:
-            findings.append(Finding(True, (
-                f"{1 - _mean(zero_std):.0%} of groups had a reward spread to learn from."
-            )))
-    findings += _reward_findings(log_history)
-    findings += _heldout_findings(log_history)
-    silent = [
-        name for name in reward_names(log_history)
-        if name != KEY_REWARD  # reported above, with what it means
-        and max(map(abs, series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]), default=1) == 0
-    ]
-    if silent:
-        findings.append(Finding(False, (
-            f"Never fired (0 at every step): {', '.join(silent)}. Compare their patterns with "
-            "real completions in the completion table."
-        )))
-    n_nan = sum(
-        1 for e in training_entries(log_history)
-        if isinstance(e.get("grad_norm"), float) and math.isnan(e["grad_norm"])
-    )
-    if n_nan:
-        findings.append(Finding(False, (
-            f"grad_norm was NaN at {n_nan} step(s): lower learning_rate, and check fp16 vs bf16."
-        )))
-    _, losses = series(log_history, "loss")
-    typical = _mean([abs(v) for v in losses])
-    if losses and not series(log_history, "kl")[0] and abs(_mean(losses)) <= max(1e-3, typical / 2):
-        findings.append(Finding(True, (
-            f"The loss hovered around 0 (mean {_mean(losses):+.4f}). That is expected with beta=0: "
-            "it is minus the average advantage, and advantages are centred within each group; "
-            "its gradient is not 0. Watch the reward, not the loss."
-        )))
-    return findings
-
-
-def print_health_check(log_history: LogHistory) -> None:
-    """Print the health check, one finding a line."""
-    for finding in health_check(log_history):
-        print(finding)
-
-
-class CompletionSampler(TrainerCallback):
-    """Keeps a few sample completions with their rewards at every `every`-th logged step.
-
-    trl 0.22's GRPOTrainer keeps the last generation batch in `trainer._logs` (prompt,
-    completion, per-function rewards, advantages); this copies a slice of it after each log.
-    Rows are kept on this object, so there is no global state, and written to
-    run_dir/completions.json so they survive a resume.
-    """
-
-    def __init__(self, trainer: Any, run_dir: Path, every: int = 10, per_step: int = 4) -> None:
-        self.trainer = trainer
-        self.path = Path(run_dir) / "completions.json"
-        self.every = max(1, every)
-        self.per_step = per_step
-        self.rows: list[dict[str, Any]] = (
-            json.loads(self.path.read_text()) if self.path.exists() else []
-        )
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        step = state.global_step
-        if step == 0 or "train_runtime" in (logs or {}):
-            return
-        if step % self.every and step != 1 and step < state.max_steps:
-            return
-        self.rows = [r for r in self.rows if r["step"] < step] + self.capture(step)
-        from helpers.paths import write_json_atomic  # a kill mid-write must not break the resume
-
-        write_json_atomic(self.path, self.rows)
-
-    def capture(self, step: int) -> list[dict[str, Any]]:
-        """Rows for the newest generation batch: one group's completions and rewards."""
-        logs = getattr(self.trainer, "_logs", None)
-        if not logs or not logs.get("completion"):
-            return []
-        names = list(getattr(self.trainer, "reward_func_names", logs["rewards"].keys()))
-        weights = getattr(self.trainer, "reward_weights", None)
-        weights = [float(w) for w in weights] if weights is not None else [1.0] * len(names)
-        prompts, completions = list(logs["prompt"]), list(logs["completion"])
-        rewards = {name: list(logs["rewards"][name]) for name in names}
-        advantages = list(logs["advantages"])
-        rows = []
-        for i in range(min(self.per_step, len(completions))):
-            per_func = {name: rewards[name][i] for name in names}
-            pairs = zip(weights, per_func.values(), strict=True)
-            total = sum(w * v for w, v in pairs if math.isfinite(v))
-            rows.append({
-                "step": step,
-                "question": _last_user_turn(prompts[i]),
-                "completion": completions[i],
-                **per_func,
-                "total": total,
-                "advantage": advantages[i] if i < len(advantages) else float("nan"),
-            })
-        return rows
-
-
-def _last_user_turn(prompt: Any) -> str:
-    """The question from a chat prompt (text or messages), without the system prompt."""
-    if isinstance(prompt, list):
-        users = [m["content"] for m in prompt if m.get("role") == "user"]
-        return users[-1] if users else str(prompt)
-    text = str(prompt)
-    for marker in ("<|im_start|>user\n", "<|start_header_id|>user<|end_header_id|>\n\n"):
-        if marker in text:
-            text = text.rsplit(marker, 1)[1]
-    return text.split("<|", 1)[0].strip()
-
-
 def completion_table(rows: list[dict[str, Any]]) -> Any:
     """A pandas DataFrame of sampled completions, whole and unshortened, rewards rounded."""
     import pandas as pd
@@ -548,3 +194,84 @@ def completion_html(rows: list[dict[str, Any]]) -> Any:
     with pd.option_context("display.max_colwidth", None):
         body = table.to_html(index=False, escape=False, justify="left")
     return HTML(body)
+
+
+def plot_prompt_lengths(lengths: Sequence[int], budget: int, ax: Any = None) -> Figure:
+    """Histogram of prompt lengths in tokens, with the prompt budget as a red line."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.2))
+    over = sum(n > budget for n in lengths)
+    ax.hist(lengths, bins=min(40, max(5, len(set(lengths)))), color="tab:blue", alpha=0.8)
+    ax.axvline(budget, color="tab:red", linestyle="--", label=f"budget {budget} ({over} over)")
+    ax.set_xlabel("prompt length (tokens, chat template included)")
+    ax.set_ylabel("prompts")
+    ax.legend()
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def plot_group_advantages(
+    labels: Sequence[str], rewards: Sequence[float], advantages: Sequence[float], ax: Any = None
+) -> Figure:
+    """Side-by-side bars: each completion's reward and its group-relative advantage."""
+    import matplotlib.pyplot as plt
+
+    if not len(labels) == len(rewards) == len(advantages):
+        raise ValueError("labels, rewards and advantages must have one entry per completion.")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.2))
+    x = range(len(labels))
+    ax.bar([i - 0.2 for i in x], rewards, width=0.4, label="reward", color="tab:blue")
+    colors = ["tab:green" if a > 0 else "tab:red" for a in advantages]
+    ax.bar([i + 0.2 for i in x], advantages, width=0.4, label="advantage", color=colors)
+    mean = sum(rewards) / len(rewards)
+    ax.axhline(mean, color="tab:blue", linestyle=":", label=f"group mean reward {mean:.2f}")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(list(x), labels, rotation=20, ha="right")
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def plot_before_after(results: dict[str, Any], ax: Any = None) -> Any:
+    """Grouped bars, base vs trained: strict, lenient and format rates, with 95% Wilson bars."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(7, 3.8))[1]
+    labels = ["strict\n(right number,\ntaught format)", "lenient\n(right number\nanywhere)",
+              "format\n(an <answer>\nspan at all)"]
+    width = 0.38
+    for offset, side in ((-width / 2, "base"), (width / 2, "trained")):
+        s = results["scores"][side]
+        hits = [s["strict"]["correct"], s["lenient"]["correct"], round(s["format_rate"] * s["n"])]
+        rates = [100 * h / s["n"] for h in hits]
+        bounds = [wilson_interval(h, s["n"]) for h in hits]
+        err = [[r - 100 * lo for r, (lo, _) in zip(rates, bounds, strict=True)],
+               [100 * hi - r for r, (_, hi) in zip(rates, bounds, strict=True)]]
+        bars = ax.bar([i + offset for i in range(3)], rates, width, yerr=err, capsize=4, label=side)
+        ax.bar_label(bars, fmt="%.0f%%", padding=2, fontsize=8)
+    ax.set_xticks(range(3), labels)
+    ax.set_ylabel("% of problems")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"Held-out problems, n = {results['scores']['base']['n']} (95% Wilson intervals)")
+    ax.legend()
+    return ax
+
+
+def plot_lengths(results: dict[str, Any], ax: Any = None) -> Any:
+    """Histogram of completion lengths per model, with the token limit where truncation starts."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6, 3))[1]
+    limit = results["settings"]["max_new_tokens"]
+    bins = range(0, limit + 2, max(1, limit // 16))
+    for side in SIDES:
+        lengths = [row[f"{side}_tokens"] for row in results["problems"]]
+        ax.hist(lengths, bins=bins, alpha=0.55, label=side)
+    ax.axvline(limit, color="black", linestyle="--", label="token limit: truncated")
+    ax.set_xlabel("completion length (tokens)")
+    ax.set_ylabel("problems")
+    ax.legend()
+    return ax

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from helpers.hardware import Hardware
 
+SEED = 3407  # every run's seed: data order, sampling, LoRA init
 SMOKE_MODEL = "local:smoke"  # built offline by helpers.smoke_model, see resolve_model_name()
 
 

@@ -8,9 +8,8 @@ import textwrap
 from helpers.course import COLAB_GPU, needs_gpu
 from helpers.hardware import Hardware, choose_precision, detect_hardware, use_one_cpu_thread
 from helpers.paths import on_colab
-from helpers.profiles import Profile, explain_choice, select_profile
+from helpers.profiles import SEED, Profile, explain_choice, select_profile
 
-SEED = 3407
 NOTEBOOK_ENV = "GRPO_NOTEBOOK"  # set by each notebook's bootstrap cell: its helpers/course.py key
 BOX_WIDTH = 76
 

@@ -72,7 +72,8 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--num-samples", type=int, default=1, help="k > 1 also reports pass@k")
     parser.add_argument(
         "--output-dir", type=Path, default=None,
-        help="where results.json and problems.csv go; default: eval/ next to the model folder",
+        help="the run folder whose eval/ receives the results; default: the folder that holds "
+        "the model folder",
     )
     return parser
 
@@ -86,7 +87,7 @@ def load_merged(profile: Profile, merged_dir: Path) -> tuple[Any, Any, Any]:
     """The merged model, the profile's base model and the merged tokenizer: plain transformers."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.model import resolve_model_name
+    from helpers.loading import resolve_model_name
 
     tokenizer = AutoTokenizer.from_pretrained(merged_dir)
     device = {"device_map": "auto"} if _cuda() else {}
@@ -140,14 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         save_results,
         summary_table,
     )
-    from helpers.paths import run_dir
+    from helpers.run_folder import RunFolder, run_dir
 
     settings = decoding_settings(
         profile, temperature=args.temperature, num_samples=args.num_samples
     )
     problems = list(load_gsm8k("test", profile, limit=args.num_problems))
     if args.merged is None:
-        from helpers.export import load_trained
+        from helpers.loading import load_trained
 
         adapter = args.adapter or require_adapter(run_dir(profile.name))
         model, tokenizer = load_trained(profile, adapter)
@@ -158,15 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         generate = two_model_generate(base, merged)
         results = evaluate(merged, tokenizer, problems, settings, args.merged, generate=generate)
         source = args.merged
-    out = args.output_dir or source.parent / "eval"
-    previous = load_results(out)
-    save_results(results, out)
+    run = RunFolder(args.output_dir or source.parent)
+    previous = load_results(run)
+    json_path, csv_path = save_results(results, run)
     print(markdown_table(summary_table(results)))
     gain = gains(results)
     print(f"gain in points: strict {gain['strict']:+.1f}, lenient {gain['lenient']:+.1f}, "
           f"format {gain['format']:+.1f}")
     print(compare_runs(previous, results))
-    print(f"saved: {out / 'results.json'} and {out / 'problems.csv'}")
+    print(f"saved: {json_path} and {csv_path}")
     return 0
 
 

@@ -35,13 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers.paths import adapter_problem, file_problem, has_adapter, usable_adapter  # noqa: E402
-from helpers.training import (  # noqa: E402
-    checkpoint_dir,
-    checkpoint_every,
-    checkpoint_step,
-    latest_checkpoint,
-)
+from helpers.grpo_config import checkpoint_every  # noqa: E402
+from helpers.resume import checkpoint_step, latest_checkpoint  # noqa: E402
+from helpers.run_folder import ADAPTER_STEP_FILE, RunFolder, has_adapter, usable_adapter  # noqa: E402
+from helpers.storage import adapter_problem, file_problem  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "train_grpo.py"
 MAX_STEPS = 8  # the smoke profile then saves every 2 steps (checkpoint_every)
@@ -143,6 +140,7 @@ def zygote_main() -> int:
     from trl import GRPOTrainer  # noqa: F401
 
     from scripts import train_grpo  # noqa: F401
+    from tools import faults  # noqa: F401
 
     def say(**message: Any) -> None:
         channel.write(json.dumps(message) + "\n")
@@ -196,12 +194,12 @@ def train_child(argv: list[str]) -> int:
 
 
 def install_hook_from_env() -> None:
-    from helpers.paths import add_fault_hook
-    from scripts import train_grpo
+    from helpers.storage import add_fault_hook
+    from tools.faults import fault_hook, fault_plan
 
-    plan = train_grpo.fault_plan(os.environ)
+    plan = fault_plan(os.environ)
     if plan is not None:
-        add_fault_hook(train_grpo.fault_hook(plan, 0))
+        add_fault_hook(fault_hook(plan, 0))
 
 
 def evaluate_child(argv: list[str]) -> int:
@@ -210,7 +208,7 @@ def evaluate_child(argv: list[str]) -> int:
 
     from helpers.data import load_gsm8k
     from helpers.evaluation import decoding_settings, evaluate, save_results
-    from helpers.export import load_trained
+    from helpers.loading import load_trained
     from helpers.profiles import PROFILES
     from helpers.session import start
 
@@ -223,8 +221,8 @@ def evaluate_child(argv: list[str]) -> int:
     problems = list(load_gsm8k("test", profile, limit=limit))
     settings = decoding_settings(profile, batch_size=batch)
     results = evaluate(model, tokenizer, problems, settings, adapter,
-                       store=run / "eval" / "answers")
-    save_results(results, run / "eval")
+                       store=RunFolder(run).answers)
+    save_results(results, run)
     return 0
 
 
@@ -349,7 +347,7 @@ def journal(fault_dir: Path) -> list[dict[str, Any]]:
 
 
 def logged_steps(run: Path) -> list[int]:
-    path = run / "log_history.json"
+    path = RunFolder(run).log
     if file_problem(path):
         return []
     return [entry["step"] for entry in json.loads(path.read_text()) if "loss" in entry]
@@ -373,7 +371,7 @@ def check_after_kill(run: Path, fault_dir: Path, history: History, save_steps: i
     What it found is left in `history.state` (newest checkpoint, log, adapter) for the table.
     """
     held = []
-    newest = latest_checkpoint(checkpoint_dir(run))
+    newest = latest_checkpoint(RunFolder(run).checkpoints)
     step = checkpoint_step(newest) if newest else 0
     assert step >= history.newest, f"the newest whole checkpoint went back to {step}"
     held.append("a whole checkpoint kept")
@@ -410,10 +408,10 @@ def check_after_kill(run: Path, fault_dir: Path, history: History, save_steps: i
     elif step:
         history.adapter_seen = True
         adapter = usable_adapter(run)  # raises if no whole adapter
-        saved = json.loads((adapter / "training_step.json").read_text())["step"]
+        saved = json.loads((adapter / ADAPTER_STEP_FILE).read_text())["step"]
         history.state += f", {adapter.name}/ at step {saved}"
         assert step - save_steps <= saved <= step, f"adapter at step {saved}, checkpoint {step}"
-        source = checkpoint_dir(run) / f"checkpoint-{saved}"
+        source = RunFolder(run).checkpoints / f"checkpoint-{saved}"
         if source.is_dir():
             assert same_tensors(adapter_tensors(adapter), adapter_tensors(source)), (
                 f"{adapter.name}/ differs from {source.name}")
@@ -470,12 +468,12 @@ def run_chain(runner: Zygote | Cold, root: Path, log: Callable[[str], None] = pr
 
 def check_finished(run: Path, max_steps: int = MAX_STEPS) -> list[str]:
     """A finished run: the right global step, every step logged once, the final adapter."""
-    final = checkpoint_dir(run) / f"checkpoint-{max_steps}"
-    assert checkpoint_step(latest_checkpoint(checkpoint_dir(run))) == max_steps
+    final = RunFolder(run).checkpoints / f"checkpoint-{max_steps}"
+    assert checkpoint_step(latest_checkpoint(RunFolder(run).checkpoints)) == max_steps
     assert logged_steps(run) == list(range(1, max_steps + 1))
-    adapter = run / "adapter"
+    adapter = RunFolder(run).adapter
     assert adapter_problem(adapter) is None
-    assert json.loads((adapter / "training_step.json").read_text())["step"] == max_steps
+    assert json.loads((adapter / ADAPTER_STEP_FILE).read_text())["step"] == max_steps
     assert same_tensors(adapter_tensors(adapter), adapter_tensors(final))
     return [f"global step {max_steps}", "final adapter == last checkpoint's"]
 
@@ -490,12 +488,12 @@ def run_evaluation_kill(runner: Zygote | Cold, run: Path, fault_dir: Path,
     killed = attempt(runner, "evaluate", argv, fault_dir, "evaluate-killed",
                      at=f"eval:trained@{batch}")
     assert killed.killed, f"evaluation not stopped in the trained pass:\n{killed.output[-3000:]}"
-    store = run / "eval" / "answers"
+    store = RunFolder(run).answers
     base_files = {p: p.stat().st_mtime_ns for p in store.glob("base-*/*.json")}
     trained_files = sorted(store.glob("trained-*/*.json"))
     rerun = attempt(runner, "evaluate", argv, fault_dir, "evaluate-rerun")
     assert rerun.exit_code == 0, rerun.output[-3000:]
-    results = json.loads((run / "eval" / "results.json").read_text())
+    results = json.loads(RunFolder(run).results.read_text())
     return {"killed": killed, "rerun": rerun, "results": results, "base_files": base_files,
             "trained_files_at_kill": trained_files, "store": store}
 
@@ -622,7 +620,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("06 rerun after a kill in its trained pass:", *(
             line for line in evaluation["rerun"].output.splitlines()
             if line.startswith(("base: reusing", "trained: reusing"))), sep="\n  ")
-        merge = run_merge_kill(runner, chain["run"], root / "export", root / "chain" / "faults")
+        merge = run_merge_kill(runner, chain["run"], RunFolder(chain["run"]).exports,
+                               root / "chain" / "faults")
         print(f"07 merge killed before its rename: {merge['after_kill']}; after the rerun: "
               f"{merge['after_rerun']}")
         if args.random:

@@ -1,6 +1,6 @@
 """Fill, or check, every `<!-- fig:KEY -->VALUE<!-- /fig -->` in README, docs/ and the notebooks.
 
-    python scripts/figures.py            # rewrite each VALUE from helpers/figures.py (make figures)
+    python scripts/figures.py            # rewrite each VALUE from its source (make figures)
     python scripts/figures.py --check    # fail, naming the fix, on a wrong VALUE, key or source
     python scripts/figures.py --list     # every registered key and its value
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers.figures import SOURCES, check_text, compute, fill_text, keys_in  # noqa: E402
+from tools.cited_numbers import SOURCES, check_text, compute, fill_text, keys_in  # noqa: E402
 
 
 def documents(root: Path) -> list[Path]:

@@ -8,8 +8,13 @@ CPU CI never runs these calls: unsloth takes a CPU backend there, and tests/test
 only checks their signatures. So before tagging a release, a publisher runs this on a Colab T4.
 It runs four fresh processes, as a learner's notebooks would:
 
-    train : 4-bit load with vLLM (fast_inference=True), LoRA, a few steps of unsloth's patched
-            GRPOTrainer generating with vLLM, fast_generate without and with the adapter, save
+    train : 4-bit load with vLLM (fast_inference=True; its first start is timed), LoRA, and
+            notebook 05's run (helpers.grpo_run.build_trainer with the standard callbacks:
+            held-out accuracy through vLLM, live figure, adapter checkpoints, step timer,
+            samples) on unsloth's patched GRPOTrainer, stopped right after its first checkpoint
+    resume: a fresh process that loads again and resumes that run to its end through
+            train_or_resume, saves the adapter, generates with it, and runs notebook 06's
+            evaluation twice (the second pass must reuse every saved answer)
     reload: the saved adapter in a fresh process (vLLM again), fast_generate with it (notebook 06)
     merge : the adapter on its base without vLLM, merged to 16-bit (notebook 07)
     plain : the merged model with plain transformers, in a process that never imports unsloth
@@ -40,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `helpers` without installing the course
 
+from helpers.run_folder import RunFolder  # noqa: E402  (no torch: the refusal stays instant)
+
 OUT_DIR = ROOT / "runs" / "gpu-check"
 README = ROOT / "README.md"
 DEFAULT_PROFILE = "t4"
@@ -49,14 +56,16 @@ REFUSAL = (
 )
 # The steps of each process, in order, and the steps a process needs to have passed before it.
 PHASES: dict[str, tuple[str, ...]] = {
-    "train": ("load_4bit_vllm", "lora", "grpo_steps", "generate_base", "save_adapter",
-              "generate_adapter"),
+    "train": ("load_4bit_vllm", "lora", "grpo_until_checkpoint", "generate_base"),
+    "resume": ("reload_base", "relora", "resume_grpo", "save_adapter", "generate_adapter",
+               "evaluate_cache"),
     "reload": ("reload_adapter", "generate_reloaded"),
     "merge": ("load_16bit_merge", "merge_16bit"),
     "plain": ("plain_transformers",),
 }
 PHASE_NEEDS: dict[str, tuple[str, ...]] = {
-    "train": (), "reload": ("save_adapter",), "merge": ("save_adapter",), "plain": ("merge_16bit",),
+    "train": (), "resume": ("grpo_until_checkpoint",), "reload": ("save_adapter",),
+    "merge": ("save_adapter",), "plain": ("merge_16bit",),
 }
 QUESTIONS = (  # GSM8K-style: the answers only need to be non-empty, not right
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in "
@@ -157,7 +166,7 @@ def build_report(results: Sequence[StepResult], gpu: dict[str, Any], settings: d
                  versions: dict[str, str], now: datetime, wall_seconds: float) -> dict[str, Any]:
     """The JSON report: the machine, the settings, the versions and every step's result."""
     peaks = [r.peak_gpu_gib for r in results if r.peak_gpu_gib is not None]
-    grpo = next((r for r in results if r.name == "grpo_steps" and r.status == "pass"), None)
+    grpo = next((r for r in results if r.name == "resume_grpo" and r.status == "pass"), None)
     return {
         "date": now.strftime("%Y-%m-%d"),
         "gpu": gpu,
@@ -254,12 +263,12 @@ def check_profile(name: str, model: str | None, grpo_steps: int) -> Any:
         profile = replace(profile, model_name=model)
     # Synthetic GSM8K-format problems: the check needs no dataset download, only the model.
     return replace(profile, synthetic_data=True, num_train_problems=16 * grpo_steps,
-                   max_steps=grpo_steps)
+                   max_steps=grpo_steps, heldout_during_training=16)
 
 
 def grpo_overrides(grpo_steps: int) -> dict[str, int]:
-    """make_grpo_config overrides: a few steps, and one checkpoint at the end."""
-    return {"max_steps": grpo_steps, "save_steps": grpo_steps}
+    """make_grpo_config overrides: a few steps, a checkpoint after each (the first is resumed)."""
+    return {"max_steps": grpo_steps, "save_steps": 1}
 
 
 # ---- The GPU seam: everything below runs only on a CUDA machine ------------------------------
@@ -278,10 +287,31 @@ def cuda_meter() -> Meter:
     return Meter(reset_peak=torch.cuda.reset_peak_memory_stats, peak_gib=peak)
 
 
-def phase_steps(phase: str, args: argparse.Namespace) -> list[Step]:
-    """The steps of one process; nothing is imported until a step runs."""
+class StopAfterCheckpoint(Exception):
+    """Raised right after the first checkpoint, as a disconnect would stop the run there."""
+
+
+def stop_after_first_checkpoint() -> Any:
+    """A TrainerCallback that ends training by an exception once the first checkpoint is whole
+    (after the course's own on_save callbacks: the adapter and the log are saved too)."""
+    from transformers import TrainerCallback
+
+    class Stop(TrainerCallback):
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            raise StopAfterCheckpoint(f"stopped after the checkpoint of step {state.global_step}")
+
+    return Stop()
+
+
+def phase_steps(phase: str, args: argparse.Namespace, gpu: bool = True) -> list[Step]:
+    """The steps of one process; nothing is imported until a step runs.
+
+    `gpu=False` runs the same steps on a CPU with the smoke profile, without the vLLM checks
+    (tests/test_gpu_check.py): notebook 05's trainer, stopped and resumed, with no GPU.
+    """
     work = Path(args.work)
-    adapter, merged = work / "run" / "adapter", work / "merged_16bit"
+    run = RunFolder(work / "run")
+    merged = work / "merged_16bit"
     profile = check_profile(args.profile, args.model, args.grpo_steps)
     state: dict[str, Any] = {}
 
@@ -294,73 +324,124 @@ def phase_steps(phase: str, args: argparse.Namespace) -> list[Step]:
     def generate(side: str, key: str) -> dict[str, Any]:
         from helpers.evaluation import generate_side
 
-        if getattr(state["model"], "vllm_engine", None) is None:
+        if gpu and getattr(state["model"], "vllm_engine", None) is None:
             raise CheckFailed("the model has no vLLM engine: fast_inference did not start vLLM")
         prompts, decoding = settings()
-        outs = generate_side(state["model"], state["tokenizer"], prompts, decoding, side, adapter)
+        outs = generate_side(state["model"], state["tokenizer"], prompts, decoding, side,
+                             run.adapter)
         texts = [group[0].text for group in outs]
-        if not all(t.strip() for t in texts):
+        if gpu and not all(t.strip() for t in texts):
             raise CheckFailed(f"an empty completion from fast_generate ({side}): {texts!r}")
         (work / f"{key}.json").write_text(json.dumps(texts))
         return {"completions": len(texts), "tokens": sum(g[0].num_tokens for g in outs)}
 
     def load_4bit_vllm() -> dict[str, Any]:
+        """The first vLLM start of a runtime: on a T4 it compiles (FlashInfer, CUDA graphs)."""
         from unsloth import FastLanguageModel
 
-        from helpers.model import load_kwargs
+        from helpers.loading import load_kwargs
 
         state["model"], state["tokenizer"] = FastLanguageModel.from_pretrained(
             **load_kwargs(profile)
         )
-        if getattr(state["model"], "vllm_engine", None) is None:
+        if gpu and getattr(state["model"], "vllm_engine", None) is None:
             raise CheckFailed("from_pretrained(fast_inference=True) returned no vLLM engine")
         return {"model": profile.model_name}
 
     def lora() -> dict[str, Any]:
         from unsloth import FastLanguageModel
 
-        from helpers.model import lora_kwargs
+        from helpers.loading import lora_kwargs
 
         state["model"] = FastLanguageModel.get_peft_model(state["model"], **lora_kwargs(profile))
         trainable = sum(p.numel() for p in state["model"].parameters() if p.requires_grad)
         return {"trainable_params": trainable}
 
-    def grpo_steps() -> dict[str, Any]:
-        from trl import GRPOTrainer
-
-        from helpers.data import grpo_train_dataset
+    def trainer(*extra: Any) -> Any:
+        """Notebook 05's run: build_trainer with the standard callbacks (helpers.grpo_run)."""
+        from helpers.grpo_config import make_grpo_config
+        from helpers.grpo_run import build_trainer, standard_callbacks
         from helpers.hardware import detect_hardware
-        from helpers.rewards import REWARD_FUNCS
-        from helpers.training import make_grpo_config
 
-        config = make_grpo_config(profile, detect_hardware(), work / "run" / "checkpoints",
+        config = make_grpo_config(profile, detect_hardware(), run.checkpoints,
                                   **grpo_overrides(args.grpo_steps))
-        trainer = GRPOTrainer(
-            model=state["model"], processing_class=state["tokenizer"],
-            reward_funcs=list(REWARD_FUNCS), args=config,
-            train_dataset=grpo_train_dataset(profile, state["tokenizer"]),
-        )
-        if not type(trainer).__name__.startswith("Unsloth"):
-            raise CheckFailed(f"{type(trainer).__name__} ran, not unsloth's patched trainer: "
+        callbacks = [*standard_callbacks(run, state["tokenizer"], profile, config), *extra]
+        built = build_trainer(state["model"], state["tokenizer"], config, profile, run,
+                              callbacks=callbacks)
+        if gpu and not type(built).__name__.startswith("Unsloth"):
+            raise CheckFailed(f"{type(built).__name__} ran, not unsloth's patched trainer: "
                               "import unsloth before trl")
-        if not trainer.args.use_vllm:
+        if gpu and not built.args.use_vllm:
             raise CheckFailed("the trainer generates without vLLM (args.use_vllm is False)")
-        out = trainer.train()
-        rewards = [e["reward"] for e in trainer.state.log_history if "reward" in e]
-        return {"trainer": type(trainer).__name__,
-                "seconds_per_step": out.metrics["train_runtime"] / args.grpo_steps,
+        return built
+
+    def grpo_until_checkpoint() -> dict[str, Any]:
+        from helpers.logs import HELDOUT_KEY
+        from helpers.resume import saved_adapter_step, train_or_resume
+
+        built = trainer(stop_after_first_checkpoint())
+        start = time.perf_counter()
+        try:
+            train_or_resume(built)
+        except StopAfterCheckpoint:
+            pass
+        else:
+            raise CheckFailed("training ended without saving a checkpoint at step 1")
+        step = built.state.global_step
+        if saved_adapter_step(run) != step:
+            raise CheckFailed(f"AdapterCheckpoint did not save the adapter of step {step}")
+        if not any(HELDOUT_KEY in e for e in built.state.log_history):
+            raise CheckFailed("HeldOutAccuracy did not score the held-out problems before step 1")
+        return {"trainer": type(built).__name__, "stopped_at_step": step,
+                "seconds": time.perf_counter() - start}
+
+    def resume() -> dict[str, Any]:
+        from helpers.logs import HELDOUT_KEY
+        from helpers.resume import train_or_resume
+
+        built = trainer()
+        out = train_or_resume(built)  # prints "RESUMING from checkpoint-1 ..."
+        log = built.state.log_history
+        if built.state.global_step != args.grpo_steps:
+            raise CheckFailed(f"the resumed run ended at step {built.state.global_step}")
+        if not run.figure.is_file():
+            raise CheckFailed("LivePlot saved no figure into the run folder")
+        heldout = [e["step"] for e in log if HELDOUT_KEY in e]
+        rewards = [e["reward"] for e in log if "reward" in e]
+        steps_run = args.grpo_steps - 1
+        return {"resumed_from": 1, "heldout_steps": ",".join(map(str, heldout)),
+                "seconds_per_step": out.metrics["train_runtime"] / steps_run,
                 "last_reward": float(rewards[-1]) if rewards else float("nan")}
 
     def save_adapter() -> dict[str, Any]:
-        from helpers.training import save_adapter as save
+        from helpers.resume import save_adapter as save
 
-        folder = save(state["model"], state["tokenizer"], adapter.parent)
+        folder = save(state["model"], state["tokenizer"], run, args.grpo_steps, args.grpo_steps)
         return {"files": len(list(folder.iterdir()))}
 
-    def reload_adapter() -> dict[str, Any]:
-        from helpers.export import load_trained
+    def evaluate_cache() -> dict[str, Any]:
+        """Notebook 06's evaluation with its answer store: a second pass reuses every answer."""
+        from helpers.data import load_gsm8k
+        from helpers.evaluation import decoding_settings, evaluate
 
-        state["model"], state["tokenizer"] = load_trained(profile, adapter)
+        rows = list(load_gsm8k("test", profile, limit=8))
+        decoding = decoding_settings(profile, max_new_tokens=MAX_NEW_TOKENS)
+        first = evaluate(state["model"], state["tokenizer"], rows, decoding, run.adapter,
+                         store=run.answers)
+
+        def refuse(*_: Any) -> Any:
+            raise CheckFailed("the second evaluation generated again instead of reusing answers")
+
+        again = evaluate(state["model"], state["tokenizer"], rows, decoding, run.adapter,
+                         generate=refuse, store=run.answers)
+        if again["scores"] != first["scores"]:
+            raise CheckFailed("the reused answers scored differently")
+        return {"problems": len(rows)}
+
+    def reload_adapter() -> dict[str, Any]:
+        from helpers.loading import load_trained
+
+        state["model"], state["tokenizer"] = load_trained(profile, run.adapter)
         return {"fast_inference": profile.fast_inference}
 
     def generate_reloaded() -> dict[str, Any]:
@@ -372,16 +453,17 @@ def phase_steps(phase: str, args: argparse.Namespace) -> list[Step]:
         return {**data, "same_as_before_save": json.loads(before.read_text()) == after}
 
     def load_16bit_merge() -> dict[str, Any]:
-        from helpers.export import load_trained
+        from helpers.loading import load_trained
 
-        state["model"], state["tokenizer"] = load_trained(profile, adapter, fast_inference=False)
+        state["model"], state["tokenizer"] = load_trained(profile, run.adapter,
+                                                          fast_inference=False)
         return {}
 
     def merge_16bit() -> dict[str, Any]:
         from helpers.export import merge_to_16bit
         from helpers.hardware import detect_hardware
 
-        folder = merge_to_16bit(state["model"], state["tokenizer"], adapter, merged, profile,
+        folder = merge_to_16bit(state["model"], state["tokenizer"], run.adapter, merged, profile,
                                 detect_hardware())
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         return {"gb_written": size / 1e9}
@@ -396,13 +478,17 @@ def phase_steps(phase: str, args: argparse.Namespace) -> list[Step]:
             raise CheckFailed(f"an empty answer from plain transformers: {texts!r}")
         return {"answers": len(texts)}
 
+    loaded = ("load_4bit_vllm",)
     steps = {
-        "train": [Step("load_4bit_vllm", load_4bit_vllm), Step("lora", lora, ("load_4bit_vllm",)),
-                  Step("grpo_steps", grpo_steps, ("lora",)),
-                  Step("generate_base", lambda: generate("base", "base"), ("lora",)),
-                  Step("save_adapter", save_adapter, ("lora",)),
-                  Step("generate_adapter", lambda: generate("trained", "adapter"),
-                       ("save_adapter",))],
+        "train": [Step("load_4bit_vllm", load_4bit_vllm), Step("lora", lora, loaded),
+                  Step("grpo_until_checkpoint", grpo_until_checkpoint, ("lora",)),
+                  Step("generate_base", lambda: generate("base", "base"), ("lora",))],
+        "resume": [Step("reload_base", load_4bit_vllm), Step("relora", lora, ("reload_base",)),
+                   Step("resume_grpo", resume, ("relora",)),
+                   Step("save_adapter", save_adapter, ("resume_grpo",)),
+                   Step("generate_adapter", lambda: generate("trained", "adapter"),
+                        ("save_adapter",)),
+                   Step("evaluate_cache", evaluate_cache, ("save_adapter",))],
         "reload": [Step("reload_adapter", reload_adapter),
                    Step("generate_reloaded", generate_reloaded, ("reload_adapter",))],
         "merge": [Step("load_16bit_merge", load_16bit_merge),

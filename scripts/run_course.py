@@ -79,7 +79,7 @@ def profile_timeout(requested: str | None) -> int:
 
 
 def course_times(seconds: dict[str, float]) -> dict[str, object]:
-    """The record behind each notebook header's "CPU smoke N s (measured)": helpers/figures.py.
+    """The record behind each notebook header's "CPU smoke N s (measured)": tools/cited_numbers.py.
 
     Recorded with an empty cache (see main), so a time includes what a first run builds.
     """

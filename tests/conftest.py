@@ -5,7 +5,7 @@ from unsloth import FastLanguageModel
 import pytest
 import torch
 
-from helpers.model import load_kwargs, lora_kwargs
+from helpers.loading import load_kwargs, lora_kwargs
 from helpers.profiles import PROFILES
 
 

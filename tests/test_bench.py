@@ -21,7 +21,7 @@ sys.path[:0] = [str(BENCH), str(ROOT / "scripts")]
 
 import figures as figures_script  # noqa: E402  (scripts/figures.py)
 
-from helpers import figures  # noqa: E402
+from tools import cited_numbers as figures  # noqa: E402
 
 
 def committed(name: str) -> dict:
@@ -94,7 +94,7 @@ def test_a_plain_make_bench_writes_every_cited_figure(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["smoke_model", "toy_r1"])
 def test_the_default_grid_covers_every_kernel_path(name, tmp_path, monkeypatch):
-    from helpers.learning import KERNEL_PATHS
+    from tools.smoke_runs import KERNEL_PATHS
 
     monkeypatch.setenv("GRPO_BENCH_DIR", str(tmp_path))
     run_plain(name, monkeypatch)

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from helpers import paths, session
+from helpers import run_folder, session
 from helpers.hardware import CPU_ONLY, TESLA_T4
 
 
@@ -73,14 +73,14 @@ def test_start_on_a_colab_runtime_without_a_gpu_prints_the_boxed_warning(fake_co
 
 def test_flush_drive_does_nothing_off_colab(monkeypatch):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    message = paths.flush_drive()
+    message = run_folder.flush_drive()
     assert "nothing to flush" in message and "the next notebook can be opened now" in message
 
 
 def test_flush_drive_on_colab_flushes_then_mounts_again_for_the_cells_below(fake_colab):
-    assert "nothing to flush" in paths.flush_drive()  # not mounted yet: nothing pending
-    paths.mount_drive()
-    message = paths.flush_drive()
+    assert "nothing to flush" in run_folder.flush_drive()  # not mounted yet: nothing pending
+    run_folder.mount_drive()
+    message = run_folder.flush_drive()
     assert fake_colab == [{}] and "Google Drive is flushed" in message
     assert "the next notebook can be opened now" in message
-    assert (paths.drive_mount() / "MyDrive").is_dir()  # mounted again
+    assert (run_folder.drive_mount() / "MyDrive").is_dir()  # mounted again

@@ -142,7 +142,7 @@ def test_prompt_length_histogram(tokenizer, dataset):
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers.plots_data import plot_prompt_lengths
+    from helpers.plotting import plot_prompt_lengths
 
     lengths = prompt_lengths(dataset, tokenizer)
     fig = plot_prompt_lengths(lengths, budget=min(lengths))

@@ -7,7 +7,7 @@ import torch
 
 from helpers import diagrams
 from helpers.grpo_scratch import clipped_surrogate, group_advantages
-from helpers.paths import DRIVE_RUNS
+from helpers.run_folder import DRIVE_RUNS
 
 
 def texts(fig) -> str:

@@ -13,27 +13,30 @@ from helpers.evaluation import (
     DecodingSettings,
     Generation,
     compare_runs,
-    describe_paired,
+    decoding_settings,
     evaluate,
     flips,
     gains,
     generate_side,
     latest_results,
     load_results,
-    mcnemar_p,
-    paired_bootstrap,
-    paired_test,
-    pass_at_k,
     per_problem_rows,
     require_adapter,
     results_markdown,
     save_results,
     score,
     summary_table,
+)
+from helpers.profiles import PROFILES
+from helpers.stats import (
+    describe_paired,
+    mcnemar_p,
+    paired_bootstrap,
+    paired_test,
+    pass_at_k,
     wilson_interval,
 )
-from helpers.paths import RunFolderError
-from helpers.profiles import PROFILES
+from helpers.storage import RunFolderError
 
 SMOKE = PROFILES["smoke"]
 
@@ -198,10 +201,10 @@ def test_latest_results_and_readme_table(tmp_path):
     with pytest.raises(FileNotFoundError, match="make course"):
         latest_results("smoke", tmp_path)
     for stamp, trained in (("20261201-100000", 7), ("20261202-100000", 9)):
-        save_results(fake_results(2, trained, 6, trained), tmp_path / stamp / "smoke" / "eval")
+        save_results(fake_results(2, trained, 6, trained), tmp_path / stamp / "smoke")
     newest = latest_results("smoke", tmp_path)
     assert newest.parts[-4] == "20261202-100000"
-    text = results_markdown(load_results(newest.parent))
+    text = results_markdown(load_results(newest.parent.parent))
     assert "| trained | 10 | 90.0 | 0.0-100.0 | 90.0 |" in text
     assert "greedy decoding, at most 64 new tokens" in text
 
@@ -349,3 +352,10 @@ def test_base_and_trained_get_byte_identical_prompts_and_settings(peft_model, tm
     assert all(r["base_tokens"] <= 6 and r["trained_tokens"] <= 6 for r in results["problems"])
     assert results["scores"]["base"]["n"] == results["scores"]["trained"]["n"] == 3
     assert not math.isnan(results["scores"]["trained"]["mean_tokens"])
+
+
+def test_decoding_settings_take_any_override():
+    settings = decoding_settings(PROFILES["smoke"], max_new_tokens=64, temperature=0.7)
+    assert settings.max_new_tokens == 64 and settings.temperature == 0.7
+    smoke = PROFILES["smoke"]
+    assert decoding_settings(smoke).max_new_tokens == smoke.max_completion_length

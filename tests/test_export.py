@@ -15,7 +15,6 @@ from helpers.evaluation import DecodingSettings, build_prompts, generate_side
 from helpers.export import (
     HUB_TOKEN_NAMES,
     DiskSpaceError,
-    check_base_exists,
     disk_need_gb,
     free_disk_gb,
     gguf_skip_reason,
@@ -25,10 +24,10 @@ from helpers.export import (
     preflight_disk,
     remove_gguf_intermediates,
     run_plain_transformers,
-    save_adapter,
-    shorten_paths,
+    export_adapter,
 )
 from helpers.hardware import A100_40GB, CPU_ONLY, TESLA_T4
+from helpers.loading import check_base_exists, shorten_paths
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES
 from helpers.synthetic import synthetic_split
@@ -42,7 +41,7 @@ RELOAD_AND_ANSWER = """
 import json, sys
 from pathlib import Path
 from helpers.evaluation import DecodingSettings, build_prompts, generate_side
-from helpers.export import load_trained
+from helpers.loading import load_trained
 from helpers.profiles import PROFILES
 adapter, questions = Path(sys.argv[1]), json.loads(sys.argv[2])
 settings = DecodingSettings(**json.loads(sys.argv[3]))
@@ -58,7 +57,7 @@ def trained(tmp_path_factory, random_lora_smoke_model):
     """The smoke model with a random (so clearly non-zero) LoRA adapter, saved to disk."""
     model, tokenizer = random_lora_smoke_model(seed=1)
     adapter = tmp_path_factory.mktemp("export") / "adapter"
-    files = save_adapter(model, tokenizer, adapter)
+    files = export_adapter(model, tokenizer, adapter)
     assert "adapter_model.safetensors" in files and "adapter_config.json" in files
     return model, tokenizer, adapter
 
@@ -86,7 +85,7 @@ def test_merged_model_holds_the_lora_delta_and_runs_without_unsloth(trained, tmp
     import torch
     from safetensors.torch import load_file
 
-    from helpers.model import resolve_model_name
+    from helpers.loading import resolve_model_name
 
     model, tokenizer, adapter = trained
     merged = merge_to_16bit(model, tokenizer, adapter, tmp_path / "merged", SMOKE, CPU_ONLY)
@@ -100,7 +99,7 @@ def test_merged_model_holds_the_lora_delta_and_runs_without_unsloth(trained, tmp
     a = lora[f"base_model.model.{name}.lora_A.weight"].float()
     b = lora[f"base_model.model.{name}.lora_B.weight"].float()
     got = load_file(merged / "model.safetensors")[f"{name}.weight"].float()
-    scale = SMOKE.lora_rank / SMOKE.lora_rank  # lora_alpha = r in helpers.model.lora_kwargs
+    scale = SMOKE.lora_rank / SMOKE.lora_rank  # lora_alpha = r in helpers.loading.lora_kwargs
     expected = base.float() + scale * b @ a
     assert torch.allclose(got, expected, atol=0.02, rtol=0.02)
     assert not torch.allclose(got, base.float(), atol=0.02)

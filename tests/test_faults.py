@@ -18,24 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers.paths import (
-    RunFolderError,
-    check_writable,
-    file_problem,
-    shown,
-    usable_adapter,
-    write_json_atomic,
-)
+from helpers.grpo_config import TrainingConfigError
+from helpers.paths import shown
 from helpers.profiles import PROFILES
-from helpers.training import (
-    TrainingConfigError,
-    check_resumable,
-    latest_checkpoint,
-    load_log_history,
-    prepare_resume,
-)
+from helpers.resume import check_resumable, latest_checkpoint, load_log_history, prepare_resume
+from helpers.run_folder import usable_adapter
+from helpers.storage import RunFolderError, check_writable, file_problem, write_json_atomic
 from scripts import fault_soak
-from scripts.train_grpo import FAULT_POINTS
+from tools.faults import FAULT_POINTS
 
 SMOKE = PROFILES["smoke"]
 

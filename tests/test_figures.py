@@ -10,9 +10,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import figures as fg
 from scripts import figures as script
 from scripts import run_course
+from tools import cited_numbers as fg
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,9 +44,10 @@ def copy_of_course(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     shutil.copytree(ROOT / "runs" / "bench", tmp_path / "runs" / "bench")
     shutil.copytree(ROOT / "locks", tmp_path / "locks")
-    for name in ("profiles.py", "smoke_model.py", "gpu_calls.py", "learning.py"):  # code sources
-        (tmp_path / "helpers").mkdir(exist_ok=True)
-        shutil.copy(ROOT / "helpers" / name, tmp_path / "helpers" / name)
+    for source in fg.SOURCES.values():  # the code sources (their files must exist there)
+        if source.path.endswith(".py"):
+            (tmp_path / source.path).parent.mkdir(exist_ok=True)
+            shutil.copy(ROOT / source.path, tmp_path / source.path)
     return tmp_path
 
 

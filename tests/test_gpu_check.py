@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -14,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers.grpo_config import grpo_settings, validate
 from helpers.hardware import TESLA_T4
 from helpers.paths import ROOT
-from helpers.training import grpo_settings, validate
 from scripts import gpu_check as g
 
 T4_GPU = {"name": "Tesla T4", "memory_gib": 14.74, "compute_capability": "7.5"}
@@ -90,14 +91,14 @@ def fake_child(failing: str | None = None):
 def test_all_phases_run_in_order_when_everything_passes():
     child, calls = fake_child()
     results = g.run_all(argparse.Namespace(), child)
-    assert calls == ["train", "reload", "merge", "plain"]
+    assert calls == ["train", "resume", "reload", "merge", "plain"]
     assert [r.name for r in results] == [n for names in g.PHASES.values() for n in names]
 
 
 def test_a_failed_save_skips_every_later_process():
     child, calls = fake_child(failing="save_adapter")
     results = {r.name: r for r in g.run_all(argparse.Namespace(), child)}
-    assert calls == ["train"]
+    assert calls == ["train", "resume"]
     assert results["reload_adapter"].status == "skip"
     assert results["plain_transformers"].detail == "needs merge_16bit"
 
@@ -105,7 +106,7 @@ def test_a_failed_save_skips_every_later_process():
 def test_a_failed_merge_skips_only_plain_transformers():
     child, calls = fake_child(failing="merge_16bit")
     g.run_all(argparse.Namespace(), child)
-    assert calls == ["train", "reload", "merge"]
+    assert calls == ["train", "resume", "reload", "merge"]
 
 
 def test_a_child_that_dies_without_results_fails_its_first_step(tmp_path: Path):
@@ -141,13 +142,13 @@ def test_the_checked_profile_is_the_t4_one_with_offline_data():
     t4 = g.check_profile("t4", None, 3)
     settings = grpo_settings(t4, TESLA_T4, "out", **g.grpo_overrides(3))
     validate(t4, TESLA_T4, settings)  # the course's own checks accept the overrides on a T4
-    assert settings["save_steps"] == 3 and settings["fp16"]
+    assert settings["save_steps"] == 1 and settings["fp16"]  # checkpoint-1 is resumed
 
 
 def sample_report(passed: bool = True) -> dict:
     results = [
         g.StepResult("load_4bit_vllm", "pass", 95.2, 4.1, "model=m"),
-        g.StepResult("grpo_steps", "pass" if passed else "fail", 60.0, 9.87,
+        g.StepResult("resume_grpo", "pass" if passed else "fail", 60.0, 9.87,
                      "seconds_per_step=20", {"seconds_per_step": 20.0}),
         g.StepResult("plain_transformers", "skip", detail="needs merge_16bit"),
     ]
@@ -193,7 +194,7 @@ def test_the_slot_is_rendered_from_the_report():
     assert slot.startswith("`make gpu-check` on a Tesla T4 (14.7 GiB, compute capability 7.5) "
                            "on 2026-12-03, profile `t4`")
     assert "2 of 3 steps passed in 10.0 min; 20.0 s per GRPO step" in slot
-    assert "peak GPU memory 9.9 GiB" in slot and "| grpo_steps | PASS |" in slot
+    assert "peak GPU memory 9.9 GiB" in slot and "| resume_grpo | PASS |" in slot
 
 
 def test_filling_the_slot_replaces_only_the_text_between_the_markers():
@@ -214,7 +215,7 @@ def test_a_readme_without_the_end_marker_is_refused():
 def test_the_course_readme_has_a_fillable_t4_slot():
     readme = (ROOT / "README.md").read_text()
     filled = g.fill_slot(readme, g.render_slot(sample_report()))
-    assert filled.count("<!-- T4 RESULTS:") == 1 and "| grpo_steps | PASS |" in filled
+    assert filled.count("<!-- T4 RESULTS:") == 1 and "| resume_grpo | PASS |" in filled
 
 
 def test_only_a_t4_report_fills_the_readme(tmp_path: Path):
@@ -243,3 +244,40 @@ def test_the_report_records_the_python_it_ran_on():
     assert list(found)[0] == "python" and found["python"] == platform.python_version()
     report = g.build_report([], T4_GPU, SETTINGS, found, NOW, 1.0)
     assert f"python {platform.python_version()}" in g.render_slot(report)
+
+
+def test_a_failed_stop_at_the_first_checkpoint_skips_the_resume():
+    child, calls = fake_child(failing="grpo_until_checkpoint")
+    results = {r.name: r for r in g.run_all(argparse.Namespace(), child)}
+    assert calls == ["train"]
+    assert results["resume_grpo"].detail == "needs grpo_until_checkpoint"
+
+
+def test_notebook_05s_run_stops_after_its_first_checkpoint_and_resumes_on_a_cpu(tmp_path: Path):
+    """The train and resume phases with the GPU checks stood in: the smoke profile on this CPU,
+    through helpers.grpo_run with the standard callbacks, in one process each as on a GPU."""
+    args = argparse.Namespace(work=tmp_path, profile="smoke", model=None, grpo_steps=3)
+    code = (
+        "import argparse, json, sys, unsloth\n"
+        "from pathlib import Path\n"
+        "from scripts import gpu_check as g\n"
+        "args = argparse.Namespace(**json.loads(sys.argv[2]))\n"
+        "args.work = Path(args.work)\n"
+        "results = g.run_steps(g.phase_steps(sys.argv[1], args, gpu=False))\n"
+        "print(json.dumps([[r.name, r.status, r.detail] for r in results]))\n"
+    )
+    given = json.dumps({**vars(args), "work": str(tmp_path)})
+    found = {}
+    for phase in ("train", "resume"):
+        done = subprocess.run([sys.executable, "-c", code, phase, given], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "GRPO_PROFILE": "smoke"})
+        assert done.returncode == 0, done.stderr[-3000:]
+        found[phase] = {name: (status, detail) for name, status, detail in
+                        json.loads(done.stdout.strip().splitlines()[-1])}
+        if phase == "resume":
+            assert "RESUMING from checkpoint-1" in done.stdout
+    assert all(status == "pass" for status, _ in found["train"].values()), found["train"]
+    assert "stopped_at_step=1" in found["train"]["grpo_until_checkpoint"][1]
+    assert all(status == "pass" for status, _ in found["resume"].values()), found["resume"]
+    assert "heldout_steps=0,1,2,3" in found["resume"]["resume_grpo"][1]

@@ -1,4 +1,4 @@
-"""Contract tests for every GPU-only call (helpers/gpu_calls.py), against the pinned sources.
+"""Contract tests for every GPU-only call (tools/gpu_calls.py), against the pinned sources.
 
 CPU CI runs unsloth's CPU backend, so it never executes these calls. Instead, each call site's
 keyword names, positional arguments and the attributes the course reads are checked against the
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import gpu_calls as gc
+from helpers.grpo_config import grpo_settings
 from helpers.hardware import A100_40GB, TESLA_T4
-from helpers.model import load_kwargs, lora_kwargs
+from helpers.loading import load_kwargs, lora_kwargs
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES
-from helpers.training import grpo_settings
 from tests.vllm_sources import require_wheel, wheel_source
+from tools import gpu_calls as gc
 
 GPU_PROFILES = [p for p in PROFILES.values() if not p.synthetic_data]
 
@@ -255,7 +255,7 @@ def keyword_problems(call: gc.GpuCall, site: gc.CallSite) -> list[str]:
     if passed != set(call.kwargs):
         problems.append(
             f"{where} passes {sorted(passed)}, the table says {sorted(call.kwargs)}: update "
-            "helpers/gpu_calls.py"
+            "tools/gpu_calls.py"
         )
     if site.positional != call.positional:
         problems.append(f"{where} passes {site.positional} positional argument(s), the table "
@@ -302,7 +302,7 @@ def read_problems(call: gc.GpuCall, site: gc.CallSite) -> list[str]:
         name, where = spec.split("@")
         if name not in read:
             problems.append(f"the table says {call.read_in or site.function} reads .{name}, "
-                            "but it does not: update helpers/gpu_calls.py")
+                            "but it does not: update tools/gpu_calls.py")
         if name not in defined_attributes(where):
             problems.append(f".{name} is not defined by {where} (pinned)")
     return problems
@@ -331,7 +331,7 @@ def test_every_gpu_only_call_site_is_in_the_table():
     missing = [f"{s.file} ({s.where}): {s.function} calls {s.callee}"
                for key, sites in SITES.items() if key not in listed for s in sites]
     assert not missing, (
-        "GPU-only calls with no contract; add a GpuCall to helpers/gpu_calls.py:\n"
+        "GPU-only calls with no contract; add a GpuCall to tools/gpu_calls.py:\n"
         + "\n".join(missing)
     )
 
@@ -383,7 +383,7 @@ def mutated_problems(copy_root: Path, file: str, old: str, new: str) -> dict:
 
 
 def test_a_misspelled_keyword_in_a_new_row_is_caught(tmp_path: Path):
-    key = ("helpers/training.py", "train_or_resume", "trainer.train", 1)
+    key = ("helpers/resume.py", "train_or_resume", "trainer.train", 1)
     problems = mutated_problems(tmp_path, key[0], "trainer.train(resume_from_checkpoint=",
                                 "trainer.train(resume_from_checkpont=")
     assert any("resume_from_checkpont is not a parameter" in p for p in problems[key]), problems

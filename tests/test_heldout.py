@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from helpers.callbacks import HeldOutAccuracy
-from helpers.plotting import HELDOUT_KEY, health_check, panels_for
+from helpers.health import health_check
+from helpers.logs import HELDOUT_KEY
+from helpers.plotting import panels_for
 
 STEPS = 3
 
@@ -16,11 +18,11 @@ def train(tmp_path, with_callback: bool):
 
     from helpers.data import grpo_train_dataset, load_gsm8k
     from helpers.evaluation import decoding_settings
+    from helpers.grpo_config import make_grpo_config
     from helpers.hardware import detect_hardware
-    from helpers.model import load_kwargs, lora_kwargs
+    from helpers.loading import load_kwargs, lora_kwargs
     from helpers.profiles import PROFILES
     from helpers.rewards import REWARD_FUNCS
-    from helpers.training import make_grpo_config
 
     profile, hw = PROFILES["smoke"], detect_hardware()
     model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))

@@ -1,14 +1,18 @@
-"""helpers/ imports form no circle, counting the imports inside functions too.
+"""The two wings' imports: helpers/ has no circle, never imports tools/, and holds only what the
+notebooks use; the imports inside functions count too.
 
 A circle that only function-level imports close still works at run time, but it means two modules
-each need the other: the layering is lost (the smoke model's builder imported the training and
-evaluation code that loads it). Imports under `if TYPE_CHECKING:` never run and are left out.
+each need the other: the layering is lost. Imports under `if TYPE_CHECKING:` never run and are
+left out. `helpers/` is the course a learner imports; `tools/` is the repository's own machinery
+(cited numbers, the GPU-call registry, the smoke runs, the smoke recipe, fault injection).
 """
 
 import ast
+import json
 from pathlib import Path
 
-HELPERS = Path(__file__).resolve().parent.parent / "helpers"
+ROOT = Path(__file__).resolve().parent.parent
+HELPERS, TOOLS, NOTEBOOKS = ROOT / "helpers", ROOT / "tools", ROOT / "notebooks"
 
 
 def _runtime_nodes(tree: ast.AST):
@@ -21,23 +25,49 @@ def _runtime_nodes(tree: ast.AST):
         yield from _runtime_nodes(node)
 
 
-def helper_imports(source: str) -> set[str]:
-    """The helpers modules a source file imports, at any depth."""
+def package_imports(source: str, package: str = "helpers") -> set[str]:
+    """The modules of `package` a source imports, at any depth."""
     found = set()
     for node in _runtime_nodes(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("helpers.")}
-        elif isinstance(node, ast.ImportFrom) and node.module == "helpers":
+            found |= {a.name.split(".")[1] for a in node.names
+                      if a.name.startswith(f"{package}.")}
+        elif isinstance(node, ast.ImportFrom) and node.module == package:
             found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("helpers."):
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"{package}."):
             found.add(node.module.split(".")[1])
     return found
 
 
+def modules(folder: Path) -> dict[str, Path]:
+    return {path.stem: path for path in folder.glob("*.py") if path.stem != "__init__"}
+
+
 def import_graph(folder: Path = HELPERS) -> dict[str, set[str]]:
-    modules = {path.stem: path for path in folder.glob("*.py") if path.stem != "__init__"}
-    return {name: helper_imports(path.read_text()) & set(modules) - {name}
-            for name, path in modules.items()}
+    found = modules(folder)
+    return {name: package_imports(path.read_text(), folder.name) & set(found) - {name}
+            for name, path in found.items()}
+
+
+def notebook_source(path: Path) -> str:
+    """A notebook's code cells as one Python source (IPython magics dropped)."""
+    cells = json.loads(path.read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    return "\n".join(line for cell in code for line in cell.splitlines()
+                     if not line.lstrip().startswith(("%", "!")))
+
+
+def reached_from_notebooks() -> set[str]:
+    """The helpers modules a notebook imports, directly or through other helpers."""
+    graph = import_graph()
+    todo = set().union(*(package_imports(notebook_source(p)) for p in NOTEBOOKS.glob("*.ipynb")))
+    reached: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module in graph and module not in reached:
+            reached.add(module)
+            todo |= graph[module]
+    return reached
 
 
 def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -68,16 +98,36 @@ def test_helpers_import_no_circle():
     assert circle is None, "import circle in helpers/: " + " -> ".join(circle)
 
 
+def test_tools_import_no_circle():
+    circle = find_circle(import_graph(TOOLS))
+    assert circle is None, "import circle in tools/: " + " -> ".join(circle)
+
+
+def test_no_helper_imports_the_machinery():
+    upward = {name: sorted(package_imports(path.read_text(), "tools"))
+              for name, path in modules(HELPERS).items()}
+    upward = {name: found for name, found in upward.items() if found}
+    assert not upward, f"helpers/ must not import tools/ (the repository's machinery): {upward}"
+
+
+def test_every_helper_module_is_used_by_a_notebook():
+    unused = sorted(set(modules(HELPERS)) - reached_from_notebooks())
+    assert not unused, (
+        f"helpers/{{{', '.join(unused)}}}.py: no notebook imports them, directly or through "
+        "another helper; move them to tools/ (the repository's machinery) or use them on a page"
+    )
+
+
 def test_the_walk_sees_function_level_imports_and_circles():
     source = "import os\nfrom helpers.data import x\ndef f():\n    from helpers import rewards\n"
     source += "if TYPE_CHECKING:\n    from helpers.profiles import Profile\n"
-    assert helper_imports(source) == {"data", "rewards"}
+    source += "from tools.gpu_calls import GPU_CALLS\n"
+    assert package_imports(source) == {"data", "rewards"}
+    assert package_imports(source, "tools") == {"gpu_calls"}
     assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_circle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
-def test_the_smoke_model_builder_sits_below_what_trains_and_evaluates_it():
+def test_the_smoke_model_check_sits_below_what_trains_and_evaluates_it():
     graph = import_graph()
-    below = ("smoke_model", "model", "training", "evaluation", "export", "paths", "data")
-    assert not [name for name in below if "learning" in graph[name]]  # nothing below imports it
-    assert not graph["smoke_model"] & {"training", "export", "model", "learning"}
+    assert not graph["smoke_model"] & {"resume", "grpo_run", "export", "loading", "evaluation"}

@@ -1,15 +1,15 @@
 """End to end: GRPO through the course path must raise the smoke model's held-out accuracy.
 
 This trains with the training notebook's helpers and profile and scores with the evaluation
-notebook's evaluation (helpers.learning.grpo_gain), so broken reward wiring, a wrong reward weight,
+notebook's evaluation (tools.smoke_runs.grpo_gain), so broken reward wiring, a wrong reward weight,
 a truncation bug or a lost `answer` column fails it.
 
 It runs in a fresh process on another CPU float kernel path than the notebooks: `make test`
 executes the training and evaluation notebooks on the native path, and the evaluation notebook
-asserts the same promise (helpers.learning.check_smoke_promise) there, so together the promise is
-checked on two paths without training the same run twice. Other paths, or several:
+asserts the same promise (helpers.smoke_promise.check_smoke_promise) there, so together the
+promise is checked on two paths without training the same run twice. Other paths, or several:
     GRPO_LEARNING_KERNELS="native default" pytest tests/test_learning.py
-To see it fail, add a mutation (helpers.learning.MUTATIONS):
+To see it fail, add a mutation (tools.smoke_runs.MUTATIONS):
     GRPO_MUTATION=constant_correctness   correctness_reward pays 1.0 whatever the answer
     GRPO_MUTATION=drop_answer            the training set loses its `answer` column
 """
@@ -18,7 +18,8 @@ import os
 
 import pytest
 
-from helpers.learning import KERNEL_PATHS, check_smoke_promise, run_on_kernel_path
+from helpers.smoke_promise import check_smoke_promise
+from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path
 
 KERNELS = os.environ.get("GRPO_LEARNING_KERNELS", "default").split()
 

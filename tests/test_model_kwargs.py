@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.model import load_kwargs, lora_kwargs
+from helpers.loading import load_kwargs, lora_kwargs
 from helpers.profiles import PROFILES
 
 # What a profile may change. Everything else must be identical across profiles.

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import paths
-from helpers.paths import (
-    ROOT,
+from helpers import run_folder, storage
+from helpers.paths import ROOT
+from helpers.run_folder import (
+    RunFolder,
     RunMissingError,
-    exports_dir,
     find_run,
     newest_run,
     run_dir,
@@ -49,15 +49,15 @@ def make_run(folder: Path) -> Path:
 
 
 def test_off_colab_nothing_changes(no_colab, monkeypatch, tmp_path):
-    assert run_dir("t4") == ROOT / "runs" / "course" / "t4"
-    assert run_dir("t4", use_drive=True) == ROOT / "runs" / "course" / "t4"  # no Colab: no Drive
+    assert run_dir("t4").root == ROOT / "runs" / "course" / "t4"
+    assert run_dir("t4", use_drive=True).root == run_dir("t4").root  # no Colab: no Drive
     monkeypatch.setenv("GRPO_RUN_DIR", str(tmp_path / "runs" / "stamp"))
-    assert run_dir("smoke", use_drive=True) == tmp_path / "runs" / "stamp" / "smoke"
+    assert run_dir("smoke", use_drive=True).root == tmp_path / "runs" / "stamp" / "smoke"
 
 
 def test_on_colab_the_run_folder_is_on_drive_and_drive_is_mounted(fake_colab, tmp_path, capsys):
     run = training_run_dir("t4", use_drive=True)
-    assert run == tmp_path / "drive" / "MyDrive" / "grpo-course" / "runs" / "course" / "t4"
+    assert run.root == tmp_path / "drive" / "MyDrive" / "grpo-course" / "runs" / "course" / "t4"
     assert fake_colab == [str(tmp_path / "drive")]
     out = capsys.readouterr().out
     assert "Google Drive is mounted so that the run folder outlives this runtime" in out
@@ -66,13 +66,13 @@ def test_on_colab_the_run_folder_is_on_drive_and_drive_is_mounted(fake_colab, tm
 
 
 def test_one_switch_keeps_everything_local_on_colab(fake_colab, capsys):
-    assert training_run_dir("t4", use_drive=False) == ROOT / "runs" / "course" / "t4"
+    assert training_run_dir("t4", use_drive=False).root == ROOT / "runs" / "course" / "t4"
     assert fake_colab == [] and "Google Drive" not in capsys.readouterr().out
 
 
 def test_grpo_run_dir_still_overrides_on_colab(fake_colab, monkeypatch, tmp_path):
     monkeypatch.setenv("GRPO_RUN_DIR", str(tmp_path / "mine"))
-    assert training_run_dir("t4", use_drive=True) == tmp_path / "mine" / "t4"
+    assert training_run_dir("t4", use_drive=True).root == tmp_path / "mine" / "t4"
     assert fake_colab == []
 
 
@@ -83,9 +83,9 @@ def test_06_and_07_find_the_newest_run_of_the_profile_on_drive(fake_colab, tmp_p
     make_run(runs / "course" / "t4-7b")
     stamp = time.time()
     os.utime(old / "adapter" / "adapter_config.json", (stamp - 60, stamp - 60))
-    assert find_run("t4") == new
+    assert find_run("t4").root == new
     assert newest_run(runs, "large") is None
-    assert find_run("t4", folder=str(old)) == old  # RUN_FOLDER picks another one
+    assert find_run("t4", folder=str(old)).root == old  # RUN_FOLDER picks another one
 
 
 def test_no_run_is_one_sentence_naming_the_three_fixes(fake_colab, tmp_path):
@@ -104,19 +104,20 @@ def test_no_run_is_one_sentence_naming_the_three_fixes(fake_colab, tmp_path):
 
 
 def test_off_colab_05_reads_runs_course_and_names_the_fix(no_colab, monkeypatch, tmp_path):
-    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    monkeypatch.setattr(run_folder, "ROOT", tmp_path)
     with pytest.raises(RunMissingError, match="No trained smoke run in .*runs/course: run "):
         find_run("smoke")
     run = make_run(tmp_path / "runs" / "course" / "smoke")
-    assert find_run("smoke") == run
+    assert find_run("smoke").root == run
 
 
 def test_exports_stay_off_drive(fake_colab, monkeypatch, tmp_path):
     on_drive = tmp_path / "drive" / "MyDrive" / "grpo-course" / "runs" / "course" / "t4"
-    assert exports_dir(on_drive) == ROOT / "runs" / "export" / "t4"
+    assert RunFolder(on_drive).exports == ROOT / "runs" / "export" / "t4"
     monkeypatch.setenv("GRPO_EXPORT_DIR", str(tmp_path / "local"))
-    assert exports_dir(on_drive) == tmp_path / "local" / "t4"
-    assert exports_dir(tmp_path / "runs" / "course" / "t4") == tmp_path / "runs/course/t4/export"
+    assert RunFolder(on_drive).exports == tmp_path / "local" / "t4"
+    local = RunFolder(tmp_path / "runs" / "course" / "t4")
+    assert local.exports == tmp_path / "runs/course/t4/export"
 
 
 # ---- whole files, whole folders, and writes a kill cannot leave half-done ---------------------
@@ -126,7 +127,7 @@ def test_file_problem_knows_a_cut_off_file_of_each_kind(tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    from helpers.paths import file_problem
+    from helpers.storage import file_problem
 
     save_file({"w": torch.ones(64)}, tmp_path / "a.safetensors")
     torch.save({"w": torch.ones(64)}, tmp_path / "b.pt")
@@ -148,7 +149,7 @@ class Killed(BaseException):
 
 
 def test_swap_in_leaves_a_whole_folder_at_every_moment(tmp_path):
-    from helpers.paths import add_fault_hook, swap_in, whole_folder
+    from helpers.storage import add_fault_hook, swap_in, whole_folder
 
     def make(folder: Path, text: str) -> Path:
         folder.mkdir()
@@ -159,7 +160,7 @@ def test_swap_in_leaves_a_whole_folder_at_every_moment(tmp_path):
         return None if (folder / "f.json").is_file() else "missing"
 
     target = make(tmp_path / "adapter", '"old"')
-    hooks = paths._FAULT_HOOKS
+    hooks = storage._FAULT_HOOKS
     try:
         add_fault_hook(lambda point, step: (_ for _ in ()).throw(Killed) if point == "t" else None)
         with pytest.raises(Killed):  # killed between the two renames
@@ -177,8 +178,8 @@ def test_a_run_cut_mid_swap_still_counts_as_a_run_with_an_adapter(tmp_path):
     run = tmp_path / "course" / "run"
     (run / "adapter.old").mkdir(parents=True)
     (run / "adapter.old" / "adapter_config.json").write_text("{}")
-    assert paths.has_adapter(run)
-    assert newest_run(tmp_path, "run") == run
+    assert run_folder.has_adapter(run)
+    assert newest_run(tmp_path, "run").root == run
 
 
 @pytest.mark.parametrize(("error", "reason", "fix"), [
@@ -191,7 +192,7 @@ def test_a_run_cut_mid_swap_still_counts_as_a_run_with_an_adapter(tmp_path):
     (OSError(5, "Input/output error"), "Input/output error", "still mounted"),
 ])
 def test_a_failed_write_is_one_sentence_with_its_fix(tmp_path, error, reason, fix):
-    failure = paths.storage_failure(error, tmp_path, "from checkpoint-4")
+    failure = storage.storage_failure(error, tmp_path, "from checkpoint-4")
     message = str(failure)
     assert message.startswith(f"Writing into {tmp_path} failed ({reason}; ")
     assert fix in message and message.endswith("training resumes from checkpoint-4.")
@@ -200,10 +201,10 @@ def test_a_failed_write_is_one_sentence_with_its_fix(tmp_path, error, reason, fi
 
 def test_a_failed_write_names_the_file_when_python_knows_it(tmp_path):
     error = OSError(28, "No space left on device", str(tmp_path / "adapter.partial" / "x.json"))
-    message = str(paths.storage_failure(error, tmp_path / "checkpoints", "from checkpoint-2"))
+    message = str(storage.storage_failure(error, tmp_path / "checkpoints", "from checkpoint-2"))
     assert message.startswith(f"Writing into {tmp_path / 'adapter.partial' / 'x.json'} failed (")
 
 
 def test_other_errors_are_not_taken_for_storage_faults(tmp_path):
-    assert paths.storage_failure(ValueError("bad shape"), tmp_path, "") is None
-    assert paths.storage_failure(RuntimeError("CUDA out of memory"), tmp_path, "") is None
+    assert storage.storage_failure(ValueError("bad shape"), tmp_path, "") is None
+    assert storage.storage_failure(RuntimeError("CUDA out of memory"), tmp_path, "") is None

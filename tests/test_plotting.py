@@ -16,19 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers.callbacks import CompletionSampler, LivePlot
+from helpers.health import health_check, trend
+from helpers.logs import reward_names, series, training_entries
 from helpers.plotting import (
-    CompletionSampler,
-    LivePlot,
     completion_html,
     completion_table,
-    health_check,
     panels_for,
     plot_training,
-    reward_names,
     save_figure,
-    series,
-    training_entries,
-    trend,
 )
 from helpers.rewards import REWARD_FUNCS
 

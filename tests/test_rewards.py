@@ -258,7 +258,7 @@ def test_rewards_run_inside_trls_grpo_trainer(tmp_path):
     from unsloth import FastLanguageModel  # before trl/transformers/peft, as the course requires
 
     from helpers.data import load_gsm8k, to_grpo_dataset
-    from helpers.model import load_kwargs, lora_kwargs
+    from helpers.loading import load_kwargs, lora_kwargs
     from helpers.profiles import PROFILES
 
     profile = PROFILES["smoke"]

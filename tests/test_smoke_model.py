@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-import helpers.smoke_model as smoke
+import tools.smoke_recipe as smoke
 from helpers.data import FORMAT_TAGS, make_prompt
 from helpers.smoke_model import RECIPE, SmokeModelError, check_model_folder, ensure_smoke_model
 
@@ -27,7 +27,7 @@ def test_the_committed_model_matches_its_recipe_and_manifest(built):
 def test_a_changed_recipe_is_refused_until_the_model_is_rebuilt(built, monkeypatch):
     monkeypatch.setitem(RECIPE, "hidden_size", 32)
     with pytest.raises(SmokeModelError, match=r"differs in hidden_size\): run `python -m "
-                                              r"helpers\.smoke_model --rebuild`"):
+                                              r"tools\.smoke_recipe --rebuild`"):
         ensure_smoke_model()
 
 

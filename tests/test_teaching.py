@@ -196,9 +196,9 @@ def test_sources_must_come_last():
 @pytest.mark.parametrize("machine", ["CPU_ONLY", "TESLA_T4", "A100_40GB"])
 def test_the_precision_line_agrees_with_the_trainer_flags(machine, tmp_path):
     import helpers.hardware
+    from helpers.grpo_config import grpo_settings
     from helpers.profiles import PROFILES
     from helpers.session import describe_precision
-    from helpers.training import grpo_settings
 
     hw = getattr(helpers.hardware, machine)
     settings = grpo_settings(PROFILES["smoke"], hw, tmp_path)

@@ -14,10 +14,12 @@ from typing import Any
 import nbformat
 import pytest
 
+from helpers import launch
+from helpers.grpo_config import batch_arithmetic, checkpoint_every
 from helpers.hardware import CPU_ONLY
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES
-from helpers.training import batch_arithmetic, checkpoint_every
+from helpers.run_folder import RunFolder
 from scripts import fault_soak
 from scripts import train_grpo as tg  # scripts/ is a namespace package from the root
 
@@ -95,17 +97,17 @@ def test_flags_reach_the_config(tmp_path):
 
 
 def test_plan_is_made_in_one_place():
-    single = tg.plan_run(1, vllm_server=False)
+    single = launch.plan_run(1, vllm_server=False)
     assert (single.backend, single.load_in_4bit) == ("unsloth", True)
-    several = tg.plan_run(4, vllm_server=False)
+    several = launch.plan_run(4, vllm_server=False)
     assert (several.backend, several.load_in_4bit) == ("peft", True)
-    served = tg.plan_run(4, vllm_server=True)
+    served = launch.plan_run(4, vllm_server=True)
     assert (served.backend, served.load_in_4bit) == ("peft", False)
 
 
 def test_several_processes_and_vllm_server_settings():
     args = tg.parse_args(["--profile", "smoke", "--vllm-server-host", "10.0.0.1"])
-    plan = tg.plan_run(2, vllm_server=True)
+    plan = launch.plan_run(2, vllm_server=True)
     config = tg.build_config(args, CPU_ONLY, PROFILES["smoke"], plan)
     assert config.use_vllm and config.vllm_mode == "server"
     assert (config.vllm_server_host, config.vllm_server_port) == ("10.0.0.1", 8000)
@@ -113,10 +115,10 @@ def test_several_processes_and_vllm_server_settings():
 
 
 def test_vllm_server_refuses_a_4bit_checkpoint():
-    assert tg.check_server_model(PROFILES["large"], vllm_server=False) is None
-    assert "16-bit" in tg.check_server_model(PROFILES["large"], vllm_server=True)
+    assert launch.check_server_model(PROFILES["large"], vllm_server=False) is None
+    assert "16-bit" in launch.check_server_model(PROFILES["large"], vllm_server=True)
     local = tg.with_model(PROFILES["large"], "models/llama-3.1-8b-instruct")
-    assert tg.check_server_model(local, vllm_server=True) is None
+    assert launch.check_server_model(local, vllm_server=True) is None
 
 
 @pytest.mark.parametrize(
@@ -257,7 +259,7 @@ def test_evaluate_script_reads_the_two_process_adapter(two_process_run, tmp_path
                "--adapter", str(adapter), "--num-problems", "2", "--output-dir", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads((tmp_path / "results.json").read_text())
+    results = json.loads(RunFolder(tmp_path).results.read_text())  # into the run folder's eval/
     assert [results["scores"][side]["n"] for side in ("base", "trained")] == [2, 2]
     assert "| base | 2 |" in done.stdout and "| trained | 2 |" in done.stdout
 
@@ -271,7 +273,7 @@ def test_evaluate_script_on_a_merged_model(tmp_path):
     argv = ["--profile", "smoke", "--merged", str(same), "--num-problems", "2",
             "--output-dir", str(tmp_path)]
     assert ev.main(argv) == 0
-    results = json.loads((tmp_path / "results.json").read_text())
+    results = json.loads(RunFolder(tmp_path).results.read_text())
     assert results["scores"]["base"] == results["scores"]["trained"]
     assert all(row["base_completion"] == row["trained_completion"] for row in results["problems"])
 
@@ -298,7 +300,7 @@ DS = "ACCELERATE_USE_DEEPSPEED"
 ])
 def test_zero3_is_read_from_accelerates_environment(env, zero3, monkeypatch):
     monkeypatch.chdir(ROOT)  # accelerate passes the config file path as given: the course root's
-    assert tg.zero3_requested(env) is zero3
+    assert launch.zero3_requested(env) is zero3
 
 
 def _unsloth_16bit_siblings() -> list[set[str]]:
@@ -322,7 +324,7 @@ def _unsloth_16bit_siblings() -> list[set[str]]:
 @pytest.mark.parametrize("name", sorted({p.model_name for p in PROFILES.values()
                                          if "bnb-4bit" in p.model_name}))
 def test_zero3_maps_each_4bit_profile_model_to_its_16bit_model(name):
-    base = tg.zero3_base(name)
+    base = launch.zero3_base(name)
     assert "bnb" not in base and base.startswith("unsloth/")
     assert any({name, base} <= group for group in _unsloth_16bit_siblings()), (
         f"unsloth's mapper does not list {base} as the 16-bit model of {name}")
@@ -334,8 +336,8 @@ def test_zero3_keeps_a_16bit_folder_and_refuses_a_quantized_one(tmp_path):
                            (quantized, {"model_type": "qwen2", "quantization_config": {}})):
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(config))
-    assert tg.zero3_base(str(plain)) == str(plain)
-    assert tg.zero3_base("unsloth/Qwen2.5-1.5B-Instruct-unsloth-bnb-4bit") == (
+    assert launch.zero3_base(str(plain)) == str(plain)
+    assert launch.zero3_base("unsloth/Qwen2.5-1.5B-Instruct-unsloth-bnb-4bit") == (
         "unsloth/Qwen2.5-1.5B-Instruct")
     with pytest.raises(ValueError, match="already quantized"):
-        tg.zero3_base(str(quantized))
+        launch.zero3_base(str(quantized))

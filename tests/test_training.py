@@ -13,21 +13,27 @@ from pathlib import Path
 
 import pytest
 
-from helpers.hardware import A100_40GB, CPU_ONLY, TESLA_T4
-from helpers.profiles import PROFILES
-from helpers.training import (
+from helpers.callbacks import format_eta
+from helpers.grpo_config import (
+    KNOB_NOTES,
     TrainingConfigError,
     check_model_name,
-    checkpoint_dir,
     checkpoint_every,
-    describe_adapter,
-    describe_resume,
-    format_eta,
+    explain_config,
     grpo_settings,
-    latest_checkpoint,
-    load_log_history,
+    make_grpo_config,
     validate,
 )
+from helpers.hardware import A100_40GB, CPU_ONLY, TESLA_T4
+from helpers.paths import ROOT
+from helpers.profiles import PROFILES
+from helpers.resume import (
+    describe_adapter,
+    describe_resume,
+    latest_checkpoint,
+    load_log_history,
+)
+from helpers.run_folder import RunFolder
 
 SMOKE = PROFILES["smoke"]
 
@@ -55,7 +61,7 @@ def test_ampere_gets_bf16():
 
 
 def test_cpu_config_is_a_real_grpo_config_and_the_same_for_every_caller():
-    from helpers.training import make_grpo_config
+    from helpers.grpo_config import make_grpo_config
 
     first = make_grpo_config(SMOKE, CPU_ONLY, "/tmp/run-a")
     second = make_grpo_config(SMOKE, CPU_ONLY, "/tmp/run-a")
@@ -109,7 +115,7 @@ def test_unsloths_gpu_config_would_change_what_grpo_settings_leaves_out():
 def test_check_config_passes_on_the_scripts_own_config(tmp_path):
     from trl import GRPOConfig
 
-    from helpers.training import check_config, make_grpo_config
+    from helpers.grpo_config import check_config, make_grpo_config
 
     check_config(make_grpo_config(SMOKE, CPU_ONLY, tmp_path), SMOKE, CPU_ONLY, tmp_path)
     built = GRPOConfig(**grpo_settings(SMOKE, CPU_ONLY, tmp_path, max_steps=7))
@@ -119,7 +125,7 @@ def test_check_config_passes_on_the_scripts_own_config(tmp_path):
 def test_check_config_names_each_changed_field_and_the_fix(tmp_path):
     from trl import GRPOConfig
 
-    from helpers.training import check_config
+    from helpers.grpo_config import check_config
 
     changed = {"loss_type": "grpo", "top_entropy_quantile": 0.5}  # the second is not in settings
     config = GRPOConfig(**{**grpo_settings(SMOKE, CPU_ONLY, tmp_path), **changed})
@@ -133,7 +139,7 @@ def test_check_config_names_each_changed_field_and_the_fix(tmp_path):
 
 
 def test_check_config_sees_another_output_dir_and_another_step_count(tmp_path):
-    from helpers.training import check_config, make_grpo_config
+    from helpers.grpo_config import check_config, make_grpo_config
 
     config = make_grpo_config(SMOKE, CPU_ONLY, tmp_path / "a", max_steps=5)
     with pytest.raises(TrainingConfigError) as caught:
@@ -181,7 +187,7 @@ def test_a_profile_that_wont_fit_is_refused_with_the_knob_to_turn():
 
 
 def test_checkpoints_live_in_the_run_folder(tmp_path):
-    assert checkpoint_dir(tmp_path) == tmp_path / "checkpoints"
+    assert RunFolder(tmp_path).checkpoints == tmp_path / "checkpoints"
 
 
 def test_eta_is_minutes_for_long_waits_and_seconds_for_short_ones():
@@ -228,7 +234,7 @@ def distinct_characters_reward(completions, **kwargs) -> list[float]:
 def load_smoke_model():
     from unsloth import FastLanguageModel
 
-    from helpers.model import load_kwargs, lora_kwargs
+    from helpers.loading import load_kwargs, lora_kwargs
 
     model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(SMOKE))
     return FastLanguageModel.get_peft_model(model, **lora_kwargs(SMOKE)), tokenizer
@@ -245,12 +251,12 @@ def crashed_and_resumed(tmp_path_factory):
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from helpers.callbacks import AdapterCheckpoint, StepTimer
+    from helpers.callbacks import AdapterCheckpoint, CompletionSampler, LivePlot, StepTimer
     from helpers.data import load_gsm8k, to_grpo_example
+    from helpers.grpo_config import make_grpo_config
     from helpers.hardware import detect_hardware, use_one_cpu_thread
-    from helpers.plotting import CompletionSampler, LivePlot
+    from helpers.resume import train_or_resume
     from helpers.rewards import REWARD_FUNCS, REWARD_WEIGHTS
-    from helpers.training import make_grpo_config, train_or_resume
 
     class Disconnect(TrainerCallback):
         """Kills the run right after step 3 is logged: step 3 is not in any checkpoint."""
@@ -392,7 +398,8 @@ def torch_equal(a, b) -> bool:
 
 
 def test_log_names_the_reward_functions_and_the_table_is_not_empty(crashed_and_resumed):
-    from helpers.plotting import completion_table, reward_names
+    from helpers.logs import reward_names
+    from helpers.plotting import completion_table
     from helpers.rewards import REWARD_FUNCS
 
     log = crashed_and_resumed["trainer"].state.log_history
@@ -420,7 +427,7 @@ def test_rerunning_a_finished_run_loads_it_without_training(crashed_and_resumed)
 
 
 def test_resuming_with_other_settings_is_refused(crashed_and_resumed):
-    from helpers.training import check_resumable, run_fingerprint
+    from helpers.resume import check_resumable, run_fingerprint
 
     folder = crashed_and_resumed["run_dir"] / "checkpoints"
     fingerprint = run_fingerprint(crashed_and_resumed["trainer"])
@@ -439,7 +446,7 @@ def test_figure_and_log_survive_in_the_run_folder(crashed_and_resumed):
 
 
 def test_the_trainer_writes_trainer_state_last_and_rotates_only_after():
-    """helpers.training.checkpoint_problem relies on this order in transformers 4.56.2's
+    """helpers.resume.checkpoint_problem relies on this order in transformers 4.56.2's
     Trainer._save_checkpoint; rotation after the save means a whole checkpoint survives it."""
     import inspect
 
@@ -458,7 +465,7 @@ def test_several_processes_resume_on_cpu_despite_the_indexed_cpu_device(monkeypa
     import torch
     import torch.serialization as serialization
 
-    from helpers.training import _restore_on_indexed_cpu, allow_indexed_cpu_locations
+    from helpers.resume import _restore_on_indexed_cpu, allow_indexed_cpu_locations
 
     torch.save({"exp_avg": torch.ones(3)}, tmp_path / "optimizer.pt")
     stock = [entry for entry in serialization._package_registry
@@ -489,7 +496,7 @@ def fake_checkpoint(folder: Path, step: int, rng=("rng_state.pth",)) -> Path:
 
 
 def test_a_checkpoint_is_whole_only_with_every_file_the_trainer_writes(tmp_path):
-    from helpers.training import checkpoint_problem
+    from helpers.resume import checkpoint_problem
 
     assert checkpoint_problem(fake_checkpoint(tmp_path / "checkpoint-2", 2)) is None
     assert checkpoint_problem(fake_checkpoint(tmp_path / "checkpoint-4", 2)) == (
@@ -505,9 +512,29 @@ def test_a_checkpoint_is_whole_only_with_every_file_the_trainer_writes(tmp_path)
 
 
 def test_the_adapter_step_is_read_from_the_whole_adapter_only(tmp_path):
-    from helpers.training import saved_adapter_step
+    from helpers.resume import saved_adapter_step
 
     assert saved_adapter_step(tmp_path) is None
     adapter = fake_checkpoint(tmp_path / "adapter.old", 4)  # a kill mid-swap left only .old
     (adapter / "training_step.json").write_text('{"step": 4, "max_steps": 8}')
     assert saved_adapter_step(tmp_path) == 4
+
+
+def config_cell_notes() -> dict[str, str]:
+    """`field: comment` for every `field=value,  # comment` line of notebook 05's config cell."""
+    import json
+    import re
+
+    cells = json.loads((ROOT / "notebooks" / "05_grpo_training.ipynb").read_text())["cells"]
+    cell = next("".join(c["source"]) for c in cells
+                if c["cell_type"] == "code" and "config = GRPOConfig(" in "".join(c["source"]))
+    return {m[1]: m[2] for m in re.finditer(r"^    (\w+)=.*?,  # (.*)$", cell, re.M)}
+
+
+def test_the_config_cell_and_explain_config_use_the_same_notes():
+    cell = config_cell_notes()
+    assert list(cell) == list(KNOB_NOTES), "the cell's fields and KNOB_NOTES differ (or order)"
+    differ = {name: (cell[name], note) for name, note in KNOB_NOTES.items() if cell[name] != note}
+    assert not differ, f"notebook 05's comments differ from grpo_config.KNOB_NOTES: {differ}"
+    explained = explain_config(make_grpo_config(PROFILES["smoke"], CPU_ONLY, "out"))
+    assert all(f"# {note}" in explained for note in KNOB_NOTES.values())

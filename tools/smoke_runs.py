@@ -1,12 +1,14 @@
-"""Does GRPO learn on this machine? The smoke profile's promise, and the run that checks it.
+"""Does GRPO learn on this machine? The runs that check the smoke profile's promise.
 
-`grpo_gain` trains the smoke model as the training notebook does and scores it as the evaluation
-notebook does. `check_smoke_promise` is the promise both the evaluation notebook and
-tests/test_learning.py assert. `run_on_kernel_path` repeats the run in a fresh process on another
-CPU float kernel path (torch picks its kernels once, at import), so one machine can check the
-promise on several of the paths that other machines would take.
+`grpo_gain` trains the smoke model through the course's own trainer (helpers.grpo_run) and scores
+it as the evaluation notebook does; `helpers.smoke_promise.check_smoke_promise` is what the
+evaluation notebook and tests/test_learning.py assert of it. `run_on_kernel_path` repeats the run
+in a fresh process on another CPU float kernel path (torch picks its kernels once, at import), so
+one machine can check the promise on several of the paths that other machines would take.
+`MUTATIONS` are deliberate breakages that must make the promise fail.
 
-This module sits above the model, training and evaluation helpers: none of them imports it.
+    python -m tools.smoke_runs --json                 # one run, the course's seed
+    python -m tools.smoke_runs --mutation drop_answer # must fail
 """
 
 from __future__ import annotations
@@ -24,14 +26,6 @@ from typing import Any
 
 from helpers.paths import ROOT
 
-# Strict-accuracy points on the 200 held-out problems that GRPO must add on the smoke profile, with
-# the paired 95% interval above 0. Measured spread (runs/bench/smoke_model.json): 16 runs, 4 seeds
-# on each of 4 CPU kernel paths, gained +12.5 to +24.5; the course's own seed gained +18.0 on the
-# native path and +19.5 on torch's default kernels. 10 sits below the lowest by about one paired
-# standard error (~3.5 points at these flip counts): a real loss of learning fails, noise does not.
-MIN_GAIN_POINTS = 10.0
-MIN_PROBLEMS = 200
-
 # Environment variables that select a float kernel path in a fresh process (KERNEL_ENV in
 # helpers.hardware). "native" is what torch picks on this CPU (AVX-512 or AVX2 on x86); the others
 # take paths other machines take by default: AVX2, torch's scalar "default" kernels, and MKL's
@@ -44,25 +38,6 @@ KERNEL_PATHS: dict[str, dict[str, str]] = {
 }
 
 
-class SmokePromiseError(AssertionError):
-    """GRPO did not raise the smoke model's held-out accuracy as promised."""
-
-
-def check_smoke_promise(test: dict[str, Any]) -> str:
-    """One line if `test` (a strict evaluation.paired_test) keeps the promise, else an error."""
-    from helpers.evaluation import describe_paired
-
-    points = 100 * test["gain"]
-    if test["n"] < MIN_PROBLEMS or points < MIN_GAIN_POINTS or test["ci_low"] <= 0:
-        raise SmokePromiseError(
-            f"GRPO did not raise the smoke model's held-out strict accuracy by {MIN_GAIN_POINTS:g} "
-            f"points on {MIN_PROBLEMS}+ problems with the paired interval above 0: "
-            f"{describe_paired(test)} Check the training notebook's health check and reward log."
-        )
-    return (f"Smoke promise kept: {points:+.1f} points on {test['n']} problems, 95% interval "
-            f"from {100 * test['ci_low']:+.1f}.")
-
-
 def grpo_gain(output_dir: Path, seed: int | None = None, max_steps: int | None = None) -> dict:
     """Train the smoke model as the training notebook does; score it as the evaluation one does.
 
@@ -72,18 +47,18 @@ def grpo_gain(output_dir: Path, seed: int | None = None, max_steps: int | None =
     """
     from unsloth import FastLanguageModel  # first: it patches trl on import
 
-    from trl import GRPOTrainer
-
-    from helpers.data import grpo_train_dataset, load_gsm8k
-    from helpers.evaluation import decoding_settings, evaluate, paired_test
-    from helpers.export import load_trained
+    from helpers.data import load_gsm8k
+    from helpers.evaluation import decoding_settings, evaluate
+    from helpers.grpo_config import make_grpo_config
+    from helpers.grpo_run import build_trainer
     from helpers.hardware import cpu_kernel_path, detect_hardware, use_one_cpu_thread
-    from helpers.model import load_kwargs, lora_kwargs
-    from helpers.plotting import KEY_REWARD, REWARD_PREFIX, series
+    from helpers.loading import load_kwargs, load_trained, lora_kwargs
+    from helpers.logs import KEY_REWARD, REWARD_PREFIX, series
     from helpers.profiles import PROFILES
-    from helpers.rewards import REWARD_FUNCS
+    from helpers.resume import save_adapter
+    from helpers.run_folder import RunFolder
     from helpers.session import SEED
-    from helpers.training import make_grpo_config, save_adapter
+    from helpers.stats import paired_test
 
     profile, hw = PROFILES["smoke"], detect_hardware()
     use_one_cpu_thread(hw)  # as the notebooks' start() does
@@ -93,15 +68,14 @@ def grpo_gain(output_dir: Path, seed: int | None = None, max_steps: int | None =
     if max_steps:
         overrides["max_steps"] = max_steps
     config = make_grpo_config(profile, hw, output_dir, **overrides)
-    trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer, reward_funcs=REWARD_FUNCS, args=config,
-        train_dataset=grpo_train_dataset(profile, tokenizer),
-    )
+    # The run notebook 05 trains, without its callbacks: no figure, samples or checkpoints.
+    trainer = build_trainer(model, tokenizer, config, profile, output_dir,
+                            sample_completions=False)
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
     # The evaluation notebook's path: the saved adapter, loaded back on its base model.
-    adapter = save_adapter(model, tokenizer, Path(output_dir))
+    adapter = save_adapter(model, tokenizer, RunFolder(output_dir))
     model, tokenizer = load_trained(profile, adapter)
     rows = list(load_gsm8k("test", profile))
     results = evaluate(model, tokenizer, rows, decoding_settings(profile), adapter)
@@ -158,7 +132,7 @@ def run_on_kernel_path(
     if mutation is not None and mutation not in MUTATIONS:
         raise ValueError(f"Unknown mutation {mutation!r}: use one of {', '.join(MUTATIONS)}.")
     env = {**os.environ, **KERNEL_PATHS[kernel], "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "helpers.learning", "--json"]
+    command = [sys.executable, "-m", "tools.smoke_runs", "--json"]
     command += [] if seed is None else ["--seed", str(seed)]
     command += [] if mutation is None else ["--mutation", mutation]
     command += [] if max_steps is None else ["--max-steps", str(max_steps)]

@@ -9,7 +9,7 @@ helpers/, scripts/ or notebooks/ has no entry. Entries are keyed by file + funct
 call of that callee it is there (1st, 2nd, ...), not by line, so edits that move code do not break
 them, and two calls of one name in one notebook are two entries. Print the table with its lines:
 
-    python -m helpers.gpu_calls
+    python -m tools.gpu_calls
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from helpers.paths import ROOT
 
-SCANNED = ("helpers", "scripts", "notebooks")
+SCANNED = ("helpers", "tools", "scripts", "notebooks")
 NOTEBOOK_SCOPE = "<cell>"  # code at a notebook cell's top level
 MODULE_SCOPE = "<module>"  # code at a .py file's top level
 VLLM_T4 = "0.11.2"  # the vLLM a T4 gets (helpers.hardware.vllm_requirement); read from its wheel
@@ -88,7 +88,7 @@ LOAD_KWARGS = (
     "gpu_memory_utilization",
 )
 LORA_KWARGS = ("r", "lora_alpha", "target_modules", "use_gradient_checkpointing", "random_state")
-# helpers.training.grpo_settings' keys: what notebook 05's GRPOConfig(...) cell passes too.
+# helpers.grpo_config.grpo_settings' keys: what notebook 05's GRPOConfig(...) cell passes too.
 GRPO_SETTINGS_KWARGS = (
     "output_dir", "num_generations", "per_device_train_batch_size",
     "gradient_accumulation_steps", "max_prompt_length", "max_completion_length",
@@ -100,7 +100,7 @@ GRPO_SETTINGS_KWARGS = (
 )
 GRPO_KWARGS = (
     *GRPO_SETTINGS_KWARGS,
-    "save_strategy",  # the callers' overrides (helpers/smoke_model.py)
+    "save_strategy",  # the callers' overrides (tools/smoke_runs.py)
     # scripts/train_grpo.py's overrides (several processes, or a vLLM server)
     "ddp_find_unused_parameters", "use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port",
 )
@@ -147,9 +147,9 @@ CONFIG_WHY = "unsloth rewrites trl's GRPOConfig on GPU: it drops unknown keyword
 TRAINER_WHY = "unsloth's patched GRPOTrainer, generating with the model's vLLM engine"
 
 GPU_CALLS: list[GpuCall] = [
-    GpuCall("helpers/export.py", "load_trained", "FastLanguageModel.from_pretrained",
+    GpuCall("helpers/loading.py", "load_trained", "FastLanguageModel.from_pretrained",
             FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY + " (adapter folder: PEFT branch)"),
-    GpuCall("helpers/export.py", "load_trained", "FastLanguageModel.for_inference",
+    GpuCall("helpers/loading.py", "load_trained", "FastLanguageModel.for_inference",
             FOR_INFERENCE, (), positional=1, why="unsloth's GPU inference mode"),
     GpuCall("helpers/export.py", "merge_to_16bit", "model.save_pretrained_merged",
             ("unsloth/save.py::unsloth_generic_save_pretrained_merged",), ("save_method",),
@@ -174,16 +174,20 @@ GPU_CALLS: list[GpuCall] = [
             ("unsloth_zoo/vllm_utils.py::load_lora",), (), positional=1, bound=True,
             reads=LOAD_LORA_SET,
             why="builds a vLLM LoRARequest for the saved adapter"),
-    GpuCall("helpers/training.py", "make_grpo_config", "GRPOConfig", GRPO_CONFIG, GRPO_KWARGS,
+    GpuCall("helpers/grpo_config.py", "make_grpo_config", "GRPOConfig", GRPO_CONFIG, GRPO_KWARGS,
             reads=("per_device_train_batch_size@transformers/training_args.py::"
                    "TrainingArguments",),
             why=CONFIG_WHY),
-    GpuCall("scripts/train_grpo.py", "load_unsloth", "FastLanguageModel.from_pretrained",
+    GpuCall("helpers/loading.py", "load_unsloth", "FastLanguageModel.from_pretrained",
             FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY),
-    GpuCall("scripts/train_grpo.py", "load_unsloth", "FastLanguageModel.get_peft_model",
+    GpuCall("helpers/loading.py", "load_unsloth", "FastLanguageModel.get_peft_model",
             GET_PEFT_MODEL, LORA_KWARGS, positional=1, why=LORA_WHY),
-    GpuCall("scripts/train_grpo.py", "main", "GRPOTrainer", GRPO_TRAINER, TRAINER_KWARGS,
-            why=TRAINER_WHY + " (one process: the unsloth backend)"),
+    GpuCall("helpers/grpo_run.py", "build_trainer", "GRPOTrainer", GRPO_TRAINER, TRAINER_KWARGS,
+            reads=("_logs@trl/trainer/grpo_trainer.py::GRPOTrainer",
+                   "reward_func_names@trl/trainer/grpo_trainer.py::GRPOTrainer",
+                   "reward_weights@trl/trainer/grpo_trainer.py::GRPOTrainer"),
+            read_in="helpers/callbacks.py::CompletionSampler.capture",
+            why=TRAINER_WHY + " (the script, the smoke runs and make gpu-check)"),
     GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
             "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY),
     GpuCall("notebooks/01_load_4bit_lora.ipynb", NOTEBOOK_SCOPE,
@@ -207,7 +211,7 @@ GPU_CALLS: list[GpuCall] = [
             reads=("_logs@trl/trainer/grpo_trainer.py::GRPOTrainer",
                    "reward_func_names@trl/trainer/grpo_trainer.py::GRPOTrainer",
                    "reward_weights@trl/trainer/grpo_trainer.py::GRPOTrainer"),
-            read_in="helpers/plotting.py::CompletionSampler.capture", why=TRAINER_WHY),
+            read_in="helpers/callbacks.py::CompletionSampler.capture", why=TRAINER_WHY),
     GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
             TRAINER_KWARGS, nth=2, why=TRAINER_WHY + " (Solution 2, beta > 0)"),
     # make gpu-check runs the t4 path's calls for real on a GPU (it refuses on CPU).
@@ -216,22 +220,17 @@ GPU_CALLS: list[GpuCall] = [
             reads=LOAD_LORA_SET[:1], why=LOAD_WHY),
     GpuCall("scripts/gpu_check.py", "phase_steps.lora", "FastLanguageModel.get_peft_model",
             GET_PEFT_MODEL, LORA_KWARGS, positional=1, why=LORA_WHY),
-    GpuCall("scripts/gpu_check.py", "phase_steps.grpo_steps", "GRPOTrainer", GRPO_TRAINER,
-            TRAINER_KWARGS[:-1], reads=("use_vllm@trl/trainer/grpo_config.py::GRPOConfig",),
-            why=TRAINER_WHY),
     # Calls of stock names that run unsloth's GPU code on its trainer or model.
-    GpuCall("helpers/training.py", "train_or_resume", "trainer.train", TRAIN,
+    GpuCall("helpers/resume.py", "train_or_resume", "trainer.train", TRAIN,
             ("resume_from_checkpoint",), bound=True, why=TRAIN_WHY),
-    GpuCall("scripts/gpu_check.py", "phase_steps.grpo_steps", "trainer.train", TRAIN, (),
-            bound=True, why=TRAIN_WHY),
     GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "kl_trainer.train", TRAIN, (),
             bound=True, why=TRAIN_WHY + " (Solution 2, beta > 0)"),
-    GpuCall("helpers/training.py", "load_finished_run", "trainer._load_from_checkpoint",
+    GpuCall("helpers/resume.py", "load_finished_run", "trainer._load_from_checkpoint",
             LOAD_CHECKPOINT, (), positional=1, bound=True,
             why="a private transformers method, called on unsloth's patched trainer"),
-    GpuCall("helpers/training.py", "save_adapter", "model.save_pretrained", SAVE_PRETRAINED, (),
+    GpuCall("helpers/resume.py", "save_adapter", "model.save_pretrained", SAVE_PRETRAINED, (),
             positional=1, bound=True, why=SAVE_WHY),
-    GpuCall("helpers/export.py", "save_adapter", "model.save_pretrained", SAVE_PRETRAINED, (),
+    GpuCall("helpers/export.py", "export_adapter", "model.save_pretrained", SAVE_PRETRAINED, (),
             positional=1, bound=True, why=SAVE_WHY),
     # The training notebook's held-out accuracy: on a GPU the adapter goes to vLLM through a folder.
     GpuCall("helpers/callbacks.py", "HeldOutAccuracy.measure", "model.save_pretrained",
@@ -255,11 +254,10 @@ PLAIN = ("a plain transformers model that unsloth never loaded (notebooks 07, 08
 STOCK_CALLS: list[StockCall] = [
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", TRL_PROOF),
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", TRL_PROOF),
-    StockCall("helpers/learning.py", "grpo_gain", "FastLanguageModel.from_pretrained", SMOKE),
-    StockCall("helpers/learning.py", "grpo_gain", "FastLanguageModel.get_peft_model", SMOKE),
-    StockCall("helpers/learning.py", "grpo_gain", "GRPOTrainer", SMOKE),
-    StockCall("helpers/learning.py", "grpo_gain", "trainer.train", SMOKE),
-    StockCall("helpers/smoke_model.py", "build_smoke_model", "model.save_pretrained",
+    StockCall("tools/smoke_runs.py", "grpo_gain", "FastLanguageModel.from_pretrained", SMOKE),
+    StockCall("tools/smoke_runs.py", "grpo_gain", "FastLanguageModel.get_peft_model", SMOKE),
+    StockCall("tools/smoke_runs.py", "grpo_gain", "trainer.train", SMOKE),
+    StockCall("tools/smoke_recipe.py", "build_smoke_model", "model.save_pretrained",
               "builds the smoke model with plain transformers, on CPU everywhere"),
     StockCall("helpers/export.py", "transformers_generate", "model.generate", PLAIN),
     StockCall("helpers/grpo_scratch.py", "rollout", "model.generate", PLAIN),

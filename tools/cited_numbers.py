@@ -279,13 +279,13 @@ def lock_figures(texts: dict[str, str]) -> dict[str, str]:
 
 
 def gpu_call_figures(module: Any) -> dict[str, str]:
-    """helpers/gpu_calls.py: the GPU-only call sites the contract tests check."""
+    """tools/gpu_calls.py: the GPU-only call sites the contract tests check."""
     return {"gpu_calls.sites": str(len(module.GPU_CALLS)),
             "gpu_calls.stock_exempt": str(len(module.STOCK_CALLS))}
 
 
 def learning_promise_figures(module: Any) -> dict[str, str]:
-    """helpers/learning.py: the smoke promise that the evaluation notebook and tests assert."""
+    """helpers/smoke_promise.py: the promise the evaluation notebook and tests assert."""
     return {"learning.min_gain_points": f"{module.MIN_GAIN_POINTS:g}",
             "learning.min_problems": str(module.MIN_PROBLEMS),
             "learning.kernel_paths": str(len(module.KERNEL_PATHS))}
@@ -310,16 +310,20 @@ def read_locks(path: Path) -> Any:
 
 def read_gpu_calls(_: Path) -> Any:
     """The GPU-only call table."""
-    from helpers import gpu_calls
+    from tools import gpu_calls
 
     return gpu_calls
 
 
 def read_learning(_: Path) -> Any:
-    """The smoke promise's module."""
-    from helpers import learning
+    """The smoke promise (its thresholds) and the kernel paths its runs check it on."""
+    from types import SimpleNamespace
 
-    return learning
+    from helpers import smoke_promise
+    from tools.smoke_runs import KERNEL_PATHS
+
+    return SimpleNamespace(MIN_GAIN_POINTS=smoke_promise.MIN_GAIN_POINTS,
+                           MIN_PROBLEMS=smoke_promise.MIN_PROBLEMS, KERNEL_PATHS=KERNEL_PATHS)
 
 
 def read_smoke_recipe(_: Path) -> Any:
@@ -351,9 +355,9 @@ SOURCES: dict[str, Source] = {
     "profile": Source("helpers/profiles.py", "git restore helpers/profiles.py", profile_figures,
                       read_profiles),
     "locks": Source("locks/t4.txt", "make lock", lock_figures, read_locks),
-    "gpu_calls": Source("helpers/gpu_calls.py", "git restore helpers/gpu_calls.py",
+    "gpu_calls": Source("tools/gpu_calls.py", "git restore tools/gpu_calls.py",
                         gpu_call_figures, read_gpu_calls),
-    "learning": Source("helpers/learning.py", "git restore helpers/learning.py",
+    "learning": Source("helpers/smoke_promise.py", "git restore helpers/smoke_promise.py",
                        learning_promise_figures, read_learning),
     "smoke_recipe": Source("helpers/smoke_model.py", "git restore helpers/smoke_model.py",
                            smoke_recipe_figures, read_smoke_recipe),
@@ -380,14 +384,14 @@ def problem(key: str, value: str, figures: dict[str, str], root: Path) -> str | 
     source = source_of(key)
     if source is None:
         return (f"fig:{key} names no known source (one of {', '.join(SOURCES)}): fix the key, "
-                "or register its source in helpers/figures.py.")
+                "or register its source in tools/cited_numbers.py.")
     if not (root / source.path).exists():
         return (f"fig:{key} comes from {source.path}, which is missing: run `{source.fix}`, "
                 "then `make figures`.")
     if key not in figures:
         near = sorted(k for k in figures if k.startswith(key.split(".", 1)[0] + "."))[:8]
         return (f"fig:{key} is not a figure of {source.path}: use a registered key "
-                f"({', '.join(near)}, ...) or add it in helpers/figures.py.")
+                f"({', '.join(near)}, ...) or add it in tools/cited_numbers.py.")
     if value != figures[key]:
         return (f"fig:{key} says {value!r} but {source.path} gives {figures[key]!r}: "
                 "run `make figures`.")

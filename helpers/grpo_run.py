@@ -1,0 +1,164 @@
+"""The GRPO run assembled once: trl's trainer from a profile, a run folder and the callbacks.
+
+Notebook 05 writes this run on the page, its `GRPOTrainer(...)` and callbacks in view, and
+`check_trainer` keeps the page equal to `build_trainer`, which everything else calls:
+scripts/train_grpo.py, the smoke promise's runs (tools/smoke_runs.py) and `make gpu-check`.
+
+trl is imported inside the functions: `import unsloth` must come first, so that on a GPU
+`trl.GRPOTrainer` is unsloth's patched one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from helpers.callbacks import (
+    AdapterCheckpoint,
+    CompletionSampler,
+    HeldOutAccuracy,
+    LivePlot,
+    StepTimer,
+)
+from helpers.grpo_config import TrainingConfigError, heldout_every
+from helpers.run_folder import RunFolder, as_run
+
+if TYPE_CHECKING:
+    from trl import GRPOConfig, GRPOTrainer
+
+    from helpers.profiles import Profile
+
+STEP_TIMER_SECONDS = 60.0  # outside a notebook, a progress line at most this often
+
+
+def plot_every(max_steps: int) -> int:
+    """Redraw the live figure about ten times a run."""
+    return max(1, max_steps // 10)
+
+
+def sample_every(max_steps: int) -> int:
+    """Keep sampled completions about three times a run (and at the first and last step)."""
+    return max(1, max_steps // 3)
+
+
+@dataclass(frozen=True)
+class Instrument:
+    """What a test harness adds to a run (tools/faults.py): never part of a learner's run."""
+
+    wrap_first_reward: Callable[[Callable], Callable] | None = None
+    callbacks: Sequence[Any] = field(default_factory=tuple)
+    patch_trainer: Callable[[Any], None] | None = None
+
+
+def standard_callbacks(
+    run: RunFolder | Path, tokenizer: Any, profile: Profile, config: GRPOConfig, *,
+    writer: bool = True, heldout: bool = True, adapter: bool = True,
+) -> list[Any]:
+    """Notebook 05's callbacks, in its order: held-out accuracy, live plot, adapter, step timer.
+
+    `writer` is False on every process but the first (one writer for the figure and the log);
+    `heldout` False where one process cannot generate alone (several processes); `adapter` False
+    under ZeRO-3, whose sharded LoRA is gathered once at the end instead.
+    """
+    from helpers.data import load_gsm8k
+    from helpers.evaluation import decoding_settings
+
+    run = as_run(run)
+    callbacks: list[Any] = []
+    if writer and heldout:
+        # Held-out problems, never trained on.
+        rows = load_gsm8k("test", profile, limit=profile.heldout_during_training)
+        callbacks.append(HeldOutAccuracy(tokenizer, list(rows), decoding_settings(profile), run,
+                                         every=heldout_every(config.max_steps)))
+    if writer:
+        callbacks.append(LivePlot(run, every=plot_every(config.max_steps)))
+    if adapter:
+        callbacks.append(AdapterCheckpoint(run, tokenizer))
+    if writer:
+        callbacks.append(StepTimer(every_seconds=STEP_TIMER_SECONDS))
+    return callbacks
+
+
+def build_trainer(
+    model: Any, tokenizer: Any, config: GRPOConfig, profile: Profile, run: RunFolder | Path, *,
+    callbacks: Sequence[Any] = (), train_dataset: Any = None, sample_completions: bool = True,
+    instrument: Instrument | None = None,
+) -> GRPOTrainer:
+    """trl's GRPOTrainer for the course's run: its data, rewards and weights, the given callbacks,
+    and (with `sample_completions`) the completion sampler that reads the trainer itself."""
+    from transformers.utils.notebook import NotebookProgressCallback
+    from trl import GRPOTrainer
+
+    from helpers.data import grpo_train_dataset
+    from helpers.rewards import REWARD_FUNCS
+
+    instrument = instrument or Instrument()
+    rewards = list(REWARD_FUNCS)
+    if instrument.wrap_first_reward is not None:
+        rewards[0] = instrument.wrap_first_reward(rewards[0])
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=rewards,
+        args=config,
+        train_dataset=grpo_train_dataset(profile, tokenizer) if train_dataset is None
+        else train_dataset,
+        callbacks=[*callbacks, *instrument.callbacks],
+    )
+    trainer.remove_callback(NotebookProgressCallback)  # a table of the loss alone
+    if sample_completions:
+        trainer.add_callback(CompletionSampler(trainer, as_run(run),
+                                               every=sample_every(config.max_steps)))
+    if instrument.patch_trainer is not None:
+        instrument.patch_trainer(trainer)
+    return trainer
+
+
+def describe_callback(callback: Any) -> str | None:
+    """A course callback and the settings that decide what it does; None for trl's own."""
+    name = type(callback).__name__
+    if isinstance(callback, HeldOutAccuracy):
+        return f"{name}(every={callback.every}, problems={len(callback.golds)})"
+    if isinstance(callback, LivePlot):
+        return f"{name}(every={callback.every}, run={callback.run.root})"
+    if isinstance(callback, AdapterCheckpoint):
+        return f"{name}(run={callback.run.root})"
+    if isinstance(callback, StepTimer):
+        return f"{name}(every_seconds={callback.every_seconds:g})"
+    if isinstance(callback, CompletionSampler):
+        return f"{name}(every={callback.every}, path={callback.path})"
+    return None
+
+
+def trainer_callbacks(trainer: Any) -> list[str]:
+    """The course's callbacks on a trainer, described, in order."""
+    found = (describe_callback(c) for c in trainer.callback_handler.callbacks)
+    return [text for text in found if text is not None]
+
+
+def check_trainer(trainer: Any, run: RunFolder | Path, profile: Profile) -> None:
+    """Stop unless `trainer` is the run build_trainer assembles (what the script trains).
+
+    Compares the reward functions, the course's callbacks with their settings, and the number
+    of training rows; check_config has already compared the config.
+    """
+    from helpers.rewards import REWARD_FUNCS
+
+    expected = [describe_callback(c) for c in standard_callbacks(
+        run, trainer.processing_class, profile, trainer.args)]
+    expected.append(describe_callback(CompletionSampler(
+        trainer, as_run(run), every=sample_every(trainer.args.max_steps))))
+    rewards = [f.__name__ for f in trainer.reward_funcs]
+    differences = []
+    if rewards != [f.__name__ for f in REWARD_FUNCS]:
+        differences.append(f"reward_funcs {rewards}")
+    if trainer_callbacks(trainer) != expected:
+        differences.append(f"callbacks {trainer_callbacks(trainer)} instead of {expected}")
+    if differences:
+        raise TrainingConfigError(
+            f"This trainer is not the run helpers.grpo_run.build_trainer assembles for the "
+            f"{profile.name} profile: {'; '.join(differences)}. Set them back, or change "
+            "standard_callbacks in helpers/grpo_run.py for every caller."
+        )

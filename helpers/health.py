@@ -1,0 +1,215 @@
+"""The health check: a run's log read in plain language, with a permutation test for trends."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from helpers.logs import (
+    HELDOUT_KEY,
+    KEY_REWARD,
+    REWARD_PREFIX,
+    LogHistory,
+    reward_names,
+    series,
+    training_entries,
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the health check: fine (ok=True) or worth a look."""
+
+    ok: bool
+    text: str
+
+    def __str__(self) -> str:
+        return f"{'OK  ' if self.ok else 'WARN'} {self.text}"
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _thirds(values: list[float]) -> tuple[list[float], list[float]]:
+    k = max(1, len(values) // 3)
+    return values[:k], values[-k:]
+
+
+def _slope(values: list[float]) -> float:
+    """Least-squares slope of `values` against 0, 1, 2, ... (per step)."""
+    n = len(values)
+    x_mean, y_mean = (n - 1) / 2, _mean(values)
+    num = sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values))
+    return num / sum((i - x_mean) ** 2 for i in range(n))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A series' slope, and how often shuffling the same values gave a slope at least as steep."""
+
+    slope: float
+    p_value: float  # one-sided permutation p-value for "rising"
+    first: float  # mean of the first third
+    last: float  # mean of the last third
+
+    @property
+    def rose(self) -> bool:
+        return self.p_value < TREND_ALPHA and self.slope > 0
+
+
+TREND_ALPHA = 0.01
+
+
+TREND_SHUFFLES = 1000
+
+
+def trend(values: list[float], shuffles: int = TREND_SHUFFLES, seed: int = 0) -> Trend:
+    """Did `values` rise? A permutation test of the slope: order matters only if it rose."""
+    import random
+
+    if len(values) < 3:
+        raise ValueError(f"A trend needs at least 3 logged steps, got {len(values)}.")
+    observed, rng, shuffled = _slope(values), random.Random(seed), list(values)
+    as_steep = 0
+    for _ in range(shuffles):
+        rng.shuffle(shuffled)
+        as_steep += _slope(shuffled) >= observed
+    first, last = (_mean(part) for part in _thirds(values))
+    return Trend(observed, (as_steep + 1) / (shuffles + 1), first, last)
+
+
+def _describe(name: str, t: Trend) -> str:
+    return (f"{name} {t.first:.3f} -> {t.last:.3f} (first vs last third), slope {t.slope:+.4f} "
+            f"a step, p = {t.p_value:.3f} against shuffled copies of the log")
+
+
+def _reward_findings(log_history: LogHistory) -> list[Finding]:
+    """The total reward's trend, then whether correctness fired and moved with the format."""
+    findings = []
+    _, rewards = series(log_history, "reward")
+    if len(rewards) >= 3:
+        t = trend(rewards)
+        if t.rose:
+            findings.append(Finding(True, "The reward rose: " + _describe("reward", t) + "."))
+        else:
+            findings.append(Finding(False, (
+                "The reward did not rise clearly: " + _describe("reward", t) + ". Train longer, "
+                "check the findings above, or change learning_rate."
+            )))
+    _, correct = series(log_history, f"{REWARD_PREFIX}{KEY_REWARD}/mean")
+    if not correct:
+        return findings
+    if max(correct) == 0:
+        findings.append(Finding(False, (
+            f"{KEY_REWARD} never fired: no sampled completion was right, so this run could only "
+            "learn the format. Use easier problems or a model that gets some right."
+        )))
+        return findings
+    average = _mean(correct)
+    fired = f"{KEY_REWARD} averaged {average:.3f} over {len(correct)} steps"
+    if len(correct) < 3:
+        findings.append(Finding(True, f"{fired}."))
+        return findings
+    t = trend(correct)
+    format_rose = [
+        name for name in reward_names(log_history)
+        if name != KEY_REWARD and len(series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]) >= 3
+        and trend(series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]).rose
+    ]
+    if t.rose:
+        findings.append(Finding(True, f"{fired}, and rose: " + _describe(KEY_REWARD, t) + "."))
+    elif format_rose:
+        findings.append(Finding(False, (
+            f"{fired} and stayed flat while {', '.join(format_rose)} rose: the run learned the "
+            f"format, not the answers ({_describe(KEY_REWARD, t)})."
+        )))
+    else:
+        findings.append(Finding(False, (
+            f"{fired} but did not rise clearly ({_describe(KEY_REWARD, t)})."
+        )))
+    return findings
+
+
+def _heldout_findings(log_history: LogHistory) -> list[Finding]:
+    """Greedy held-out accuracy at the first and last measurement, beside sampled correctness."""
+    steps, accuracy = series(log_history, HELDOUT_KEY)
+    if len(accuracy) < 2:
+        return []
+    _, correct = series(log_history, f"{REWARD_PREFIX}{KEY_REWARD}/mean")
+    sampled = ""
+    if len(correct) >= 3:
+        first, last = (_mean(part) for part in _thirds(correct))
+        sampled = (f"; in the same run, sampled {KEY_REWARD} (temperature 1) went {first:.3f} -> "
+                   f"{last:.3f} (first vs last third)")
+    change = 100 * (accuracy[-1] - accuracy[0])
+    text = (f"Held-out greedy accuracy went {accuracy[0]:.1%} -> {accuracy[-1]:.1%} "
+            f"({change:+.1f} points) from step {steps[0]} to step {steps[-1]}{sampled}.")
+    return [Finding(change > 0, text)]
+
+
+def health_check(log_history: LogHistory) -> list[Finding]:
+    """Plain-language checks of a finished run: truncation, zero spread, reward trend, loss."""
+    if not training_entries(log_history):
+        return [Finding(False, "No training steps were logged: did trainer.train() run?")]
+    findings = []
+    _, clipped = series(log_history, "completions/clipped_ratio")
+    if clipped:
+        late = _thirds(clipped)[1]
+        if _mean(late) >= 0.99:
+            findings.append(Finding(False, (
+                "Every completion was cut off at max_completion_length (clipped ratio 1.0): "
+                "answers never reach </answer>, so correctness rewards stay 0. Raise "
+                "max_completion_length, or reward shorter reasoning."
+            )))
+        else:
+            findings.append(Finding(True, (
+                f"{1 - _mean(late):.0%} of recent completions finished before the length limit."
+            )))
+    _, zero_std = series(log_history, "frac_reward_zero_std")
+    if zero_std:
+        if min(zero_std) >= 0.99:
+            findings.append(Finding(False, (
+                "Every group had zero reward spread (frac_reward_zero_std = 1): all completions "
+                "of a prompt scored the same, so every advantage was 0 and nothing was learned. "
+                "Use easier prompts, more generations, or a reward with partial credit."
+            )))
+        else:
+            findings.append(Finding(True, (
+                f"{1 - _mean(zero_std):.0%} of groups had a reward spread to learn from."
+            )))
+    findings += _reward_findings(log_history)
+    findings += _heldout_findings(log_history)
+    silent = [
+        name for name in reward_names(log_history)
+        if name != KEY_REWARD  # reported above, with what it means
+        and max(map(abs, series(log_history, f"{REWARD_PREFIX}{name}/mean")[1]), default=1) == 0
+    ]
+    if silent:
+        findings.append(Finding(False, (
+            f"Never fired (0 at every step): {', '.join(silent)}. Compare their patterns with "
+            "real completions in the completion table."
+        )))
+    n_nan = sum(
+        1 for e in training_entries(log_history)
+        if isinstance(e.get("grad_norm"), float) and math.isnan(e["grad_norm"])
+    )
+    if n_nan:
+        findings.append(Finding(False, (
+            f"grad_norm was NaN at {n_nan} step(s): lower learning_rate, and check fp16 vs bf16."
+        )))
+    _, losses = series(log_history, "loss")
+    typical = _mean([abs(v) for v in losses])
+    if losses and not series(log_history, "kl")[0] and abs(_mean(losses)) <= max(1e-3, typical / 2):
+        findings.append(Finding(True, (
+            f"The loss hovered around 0 (mean {_mean(losses):+.4f}). That is expected with beta=0: "
+            "it is minus the average advantage, and advantages are centred within each group; "
+            "its gradient is not 0. Watch the reward, not the loss."
+        )))
+    return findings
+
+
+def print_health_check(log_history: LogHistory) -> None:
+    """Print the health check, one finding a line."""
+    for finding in health_check(log_history):
+        print(finding)

@@ -1,0 +1,113 @@
+"""The arguments of unsloth's two loading calls, built from a profile.
+
+The notebooks call `FastLanguageModel.from_pretrained(**load_kwargs(profile))` and
+`FastLanguageModel.get_peft_model(model, **lora_kwargs(profile))` on every machine: only the
+model name, the sizes and `fast_inference` differ between profiles (a test checks this).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from helpers.profiles import SMOKE_MODEL, Profile
+
+if TYPE_CHECKING:
+    from helpers.profiles import Profile
+
+if TYPE_CHECKING:
+    from helpers.profiles import Profile
+
+# All attention and MLP projections, as unsloth's GRPO notebooks do.
+LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def resolve_model_name(profile: Profile) -> str:
+    """A hub id, or for the smoke profile the folder of the locally built tiny model."""
+    if profile.model_name == SMOKE_MODEL:
+        from helpers.smoke_model import ensure_smoke_model
+
+        return str(ensure_smoke_model())
+    return profile.model_name
+
+
+def load_kwargs(profile: Profile) -> dict[str, object]:
+    """Keyword arguments for `FastLanguageModel.from_pretrained`."""
+    return {
+        "model_name": resolve_model_name(profile),
+        "max_seq_length": profile.max_seq_length,
+        "load_in_4bit": True,  # NF4 weights through bitsandbytes (it has CPU kernels too)
+        "fast_inference": profile.fast_inference,  # vLLM generation: GPU only
+        "max_lora_rank": profile.lora_rank,
+        "gpu_memory_utilization": profile.gpu_memory_utilization,
+    }
+
+
+def lora_kwargs(profile: Profile) -> dict[str, object]:
+    """Keyword arguments for `FastLanguageModel.get_peft_model`."""
+    return {
+        "r": profile.lora_rank,
+        "lora_alpha": profile.lora_rank,  # alpha = r: a scale of 1, so r can change alone
+        "target_modules": LORA_TARGET_MODULES,
+        "use_gradient_checkpointing": "unsloth",  # recompute activations: less memory
+        "random_state": 3407,
+    }
+
+
+def load_trained(
+    profile: Profile,
+    adapter_dir: Path,
+    load_in_4bit: bool = True,
+    fast_inference: bool | None = None,
+) -> tuple[Any, Any]:
+    """The base model plus a saved LoRA adapter, through the same unsloth call as notebook 01.
+
+    `fast_inference=None` keeps the profile's choice (vLLM on GPU profiles).
+    """
+    from unsloth import FastLanguageModel
+
+    from helpers.loading import load_kwargs
+
+    check_base_exists(adapter_dir)
+    kwargs = {**load_kwargs(profile), "model_name": str(adapter_dir), "load_in_4bit": load_in_4bit}
+    if fast_inference is not None:
+        kwargs["fast_inference"] = fast_inference
+    with contextlib.redirect_stdout(io.StringIO()) as said:  # unsloth prints absolute paths
+        model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
+    print(shorten_paths(said.getvalue()), end="")
+    FastLanguageModel.for_inference(model)
+    return model, tokenizer
+
+
+def check_base_exists(adapter_dir: Path) -> None:
+    """Fail clearly when an adapter names a local base model folder that is gone."""
+    config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    base = str(config.get("base_model_name_or_path") or "")
+    if base.startswith(("/", ".")) and not Path(base).exists():
+        raise FileNotFoundError(
+            f"This adapter was trained on the local model {shorten_paths(base)}, which is not on "
+            "this machine (an adapter records its base model's folder, and a course checked out "
+            "elsewhere has its own): run notebook 05 again."
+        )
+
+
+def load_unsloth(profile: Profile) -> tuple[Any, Any]:
+    """Notebook 01's two unsloth calls."""
+    from unsloth import FastLanguageModel
+
+    from helpers.loading import load_kwargs, lora_kwargs
+
+    model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
+    return FastLanguageModel.get_peft_model(model, **lora_kwargs(profile)), tokenizer
+
+
+_ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs|models)/)")
+
+
+def shorten_paths(text: str) -> str:
+    """'/home/me/course/.cache/x' -> '.cache/x': stored outputs name no machine's folders."""
+    return _ARTEFACT_PATH.sub(r"\1", text)
