@@ -55,7 +55,7 @@ execute-notebooks: $(STACK)
 
 ## runs/bench/ stays: its JSON files are committed (the figures README cites).
 clean:
-	rm -rf .venv .cache $(filter-out runs/bench,$(wildcard runs/*))
+	rm -rf .venv .cache _site $(filter-out runs/bench,$(wildcard runs/*))
 
 ## The course as a static web book in _site/ (open _site/index.html, or serve the folder): README,
 ## the notebooks with their stored outputs (never executed) and docs/. Offline; tests/test_site.py.

@@ -16,6 +16,7 @@ from helpers.export import (
     HUB_TOKEN_NAMES,
     DiskSpaceError,
     disk_need_gb,
+    export_adapter,
     free_disk_gb,
     gguf_skip_reason,
     hub_token,
@@ -24,7 +25,6 @@ from helpers.export import (
     preflight_disk,
     remove_gguf_intermediates,
     run_plain_transformers,
-    export_adapter,
 )
 from helpers.hardware import A100_40GB, CPU_ONLY, TESLA_T4
 from helpers.loading import check_base_exists, shorten_paths

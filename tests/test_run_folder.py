@@ -1,4 +1,4 @@
-"""The run folder has one owner: `helpers.run_folder.RunFolder` spells its layout, nothing else does.
+"""The run folder has one owner: helpers/run_folder.py spells its layout, and nothing else does.
 
 A name of the layout written as a path part anywhere else (`run / "checkpoints"`) is how a second
 copy of the layout starts, and how two copies drift apart; the scan reads every `/` join of a
