@@ -26,6 +26,8 @@ LONG_FIRST = (
     "tests/test_faults.py",
     "tests/test_colab_journey.py",
     "tests/test_train_script.py",
+    "tests/test_gpu_check.py",  # notebook 05's run stopped and resumed, in two processes
+    "tests/test_site.py",  # the web book built and opened in Chromium
 )
 
 

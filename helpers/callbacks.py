@@ -141,8 +141,15 @@ class HeldOutAccuracy(TrainerCallback):
             self.measure(model, state)
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
-        if state.global_step % self.every == 0 or state.global_step >= state.max_steps:
+        if self.scores_at(state.global_step, state.max_steps):
             self.measure(model, state)
+
+    def scores_at(self, step: int, max_steps: int) -> bool:
+        """Every `every` steps and at the last; a periodic score less than half a period before
+        the last is left out, so no two scores come a few steps apart (148 and 150 of 150)."""
+        if step >= max_steps:
+            return True
+        return step % self.every == 0 and max_steps - step >= self.every / 2
 
     def measure(self, model: Any, state: Any) -> float:
         """Score the model now; append {step, heldout/strict, heldout/n} to the log."""

@@ -37,12 +37,13 @@ WEIGHT_FILES = ("adapter_model.safetensors", "model.safetensors", "model.safeten
 CHECKED_SUFFIXES = (".json", ".safetensors", ".pt", ".pth", ".bin")
 
 
-def checkpoint_problem(checkpoint: Path) -> str | None:
+def checkpoint_problem(checkpoint: Path, expected: tuple[str, ...] = ()) -> str | None:
     """Why `checkpoint` is not a whole checkpoint (what a resume would trip over), or None.
 
-    Every file the trainer writes must be there and whole (see CHECKPOINT_FILES), and
-    trainer_state.json, written last, must name the folder's own step. A DeepSpeed checkpoint
-    keeps its weights and optimizer in the global_step folder that its `latest` file names.
+    Every file the trainer writes must be there and whole (see CHECKPOINT_FILES, and `expected`:
+    the files only some runs write, `scaler_files`), and trainer_state.json, written last, must
+    name the folder's own step. A DeepSpeed checkpoint keeps its weights and optimizer in the
+    global_step folder that its `latest` file names.
     """
     state_problem = file_problem(checkpoint / "trainer_state.json")
     if state_problem:
@@ -51,8 +52,8 @@ def checkpoint_problem(checkpoint: Path) -> str | None:
     number = CHECKPOINT_NAME.match(checkpoint.name)
     if number and step != int(number[1]):
         return f"its trainer_state.json is for step {step}, not {number[1]}"
-    names = set(CHECKPOINT_FILES) | {p.name for p in checkpoint.iterdir()
-                                    if p.suffix in CHECKED_SUFFIXES}
+    names = set(CHECKPOINT_FILES) | set(expected) | {p.name for p in checkpoint.iterdir()
+                                                     if p.suffix in CHECKED_SUFFIXES}
     if (checkpoint / "latest").is_file():  # DeepSpeed
         engine = checkpoint / (checkpoint / "latest").read_text().strip()
         if not engine.is_dir() or not any(engine.iterdir()):
@@ -83,15 +84,15 @@ def checkpoint_folders(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
-def incomplete_checkpoints(folder: Path) -> list[tuple[Path, str]]:
+def incomplete_checkpoints(folder: Path, expected: tuple[str, ...] = ()) -> list[tuple[Path, str]]:
     """Each checkpoint in `folder` that is not whole, with the reason."""
-    found = [(p, checkpoint_problem(p)) for p in checkpoint_folders(folder)]
+    found = [(p, checkpoint_problem(p, expected)) for p in checkpoint_folders(folder)]
     return [(p, problem) for p, problem in found if problem]
 
 
-def latest_checkpoint(folder: Path) -> Path | None:
+def latest_checkpoint(folder: Path, expected: tuple[str, ...] = ()) -> Path | None:
     """The newest complete `checkpoint-N` folder, or None (incomplete ones are passed over)."""
-    complete = [p for p in checkpoint_folders(folder) if checkpoint_problem(p) is None]
+    complete = [p for p in checkpoint_folders(folder) if checkpoint_problem(p, expected) is None]
     return complete[-1] if complete else None
 
 
@@ -189,14 +190,21 @@ def allow_indexed_cpu_locations() -> None:
         serialization.register_package(30, lambda storage: None, _restore_on_indexed_cpu)
 
 
-def prepare_resume(folder: Path, max_steps: int, every: int) -> tuple[Path | None, list[str]]:
+def scaler_files(trainer: Any) -> tuple[str, ...]:
+    """The files a checkpoint of this run holds beyond CHECKPOINT_FILES: fp16 training on a GPU
+    (the T4) saves its loss scaler too, and a resume without it silently starts a new scale."""
+    return ("scaler.pt",) if getattr(trainer.accelerator, "scaler", None) is not None else ()
+
+
+def prepare_resume(folder: Path, max_steps: int, every: int,
+                   expected: tuple[str, ...] = ()) -> tuple[Path | None, list[str]]:
     """Delete incomplete checkpoints, then return the newest complete one and what to print."""
     lines = []
-    for checkpoint, problem in incomplete_checkpoints(folder):
-        fallback = latest_checkpoint(folder)
+    for checkpoint, problem in incomplete_checkpoints(folder, expected):
+        fallback = latest_checkpoint(folder, expected)
         lines.append(describe_skipped(checkpoint, problem, fallback))
         shutil.rmtree(checkpoint)
-    checkpoint = latest_checkpoint(folder)
+    checkpoint = latest_checkpoint(folder, expected)
     return checkpoint, [*lines, describe_resume(checkpoint, max_steps, every, folder)]
 
 
@@ -207,13 +215,13 @@ def train_or_resume(trainer: Any) -> Any:
     process; a failed write to the run folder (a full Drive, say) ends in one sentence.
     """
     args, accelerator = trainer.args, trainer.accelerator
-    folder = Path(args.output_dir)
+    folder, expected = Path(args.output_dir), scaler_files(trainer)
     if accelerator.is_main_process:
         check_writable(folder)
-        _, lines = prepare_resume(folder, args.max_steps, args.save_steps)
+        _, lines = prepare_resume(folder, args.max_steps, args.save_steps, expected)
         print("\n".join(lines))
     accelerator.wait_for_everyone()
-    checkpoint = latest_checkpoint(folder)
+    checkpoint = latest_checkpoint(folder, expected)
     fingerprint = run_fingerprint(trainer)
     if checkpoint is not None:
         check_resumable(folder, fingerprint)
@@ -226,7 +234,7 @@ def train_or_resume(trainer: Any) -> Any:
     try:
         return trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except Exception as error:
-        newest = latest_checkpoint(folder)
+        newest = latest_checkpoint(folder, expected)
         resumes = f"from {newest.name}" if newest else "at step 1"
         run = RunFolder.of_checkpoints(folder)  # the adapter and log are written there too
         failure = storage_failure(error, run.root if run else folder, resumes)

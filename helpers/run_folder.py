@@ -177,7 +177,9 @@ def flush_drive() -> str:
     that the next notebook's runtime sees the whole run; elsewhere nothing. Says what it did.
 
     Colab's only flush is `drive.flush_and_unmount()` ("to flush any outstanding writes"), so
-    Drive is mounted again afterwards for the cells below that still read the run folder.
+    Drive is mounted again afterwards for the cells below that still read the run folder. That
+    mount is a fresh consent request, which a learner away from the screen misses (it times
+    out): the run is saved all the same, so a failed remount is one sentence, not a stop.
     """
     if not on_colab() or not (drive_mount() / "MyDrive").is_dir():
         return ("No Google Drive mounted here, so nothing to flush: the next notebook can be "
@@ -185,9 +187,15 @@ def flush_drive() -> str:
     from google.colab import drive  # Colab-only
 
     drive.flush_and_unmount()
-    mount_drive()
-    return ("Google Drive is flushed: the whole run is saved there, and the next notebook can be "
-            "opened now, in its own runtime (Drive is mounted again for the cells below).")
+    saved = ("Google Drive is flushed: the whole run is saved there, and the next notebook can be "
+             "opened now, in its own runtime")
+    try:
+        mount_drive()
+    except Exception as error:  # colabtools raises ValueError or TimeoutError; any is the same
+        return (f"{saved}; Drive could not be mounted again here ({type(error).__name__}: "
+                f"{str(error).strip()[:120] or 'no reason given'}), so the Solutions that read "
+                "the run folder need this cell run again first.")
+    return f"{saved} (Drive is mounted again for the cells below)."
 
 
 def training_run_dir(profile_name: str, use_drive: bool = True, folder: str = "") -> RunFolder:

@@ -84,3 +84,17 @@ def test_flush_drive_on_colab_flushes_then_mounts_again_for_the_cells_below(fake
     assert fake_colab == [{}] and "Google Drive is flushed" in message
     assert "the next notebook can be opened now" in message
     assert (run_folder.drive_mount() / "MyDrive").is_dir()  # mounted again
+
+
+def test_a_remount_that_fails_after_the_flush_is_one_sentence(fake_colab, monkeypatch):
+    run_folder.mount_drive()
+    from google.colab import drive
+
+    def timed_out(path, **kw):
+        raise ValueError("mount failed: timeout during the consent request")
+
+    monkeypatch.setattr(drive, "mount", timed_out)
+    message = run_folder.flush_drive()  # returns: the notebook goes on
+    assert fake_colab == [{}] and message.count(". ") == 0 and message.endswith(".")
+    assert "the whole run is saved there" in message and "could not be mounted again" in message
+    assert "ValueError: mount failed" in message

@@ -28,10 +28,12 @@ from helpers.hardware import A100_40GB, CPU_ONLY, TESLA_T4
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES
 from helpers.resume import (
+    checkpoint_problem,
     describe_adapter,
     describe_resume,
     latest_checkpoint,
     load_log_history,
+    scaler_files,
 )
 from helpers.run_folder import RunFolder
 
@@ -538,3 +540,29 @@ def test_the_config_cell_and_explain_config_use_the_same_notes():
     assert not differ, f"notebook 05's comments differ from grpo_config.KNOB_NOTES: {differ}"
     explained = explain_config(make_grpo_config(PROFILES["smoke"], CPU_ONLY, "out"))
     assert all(f"# {note}" in explained for note in KNOB_NOTES.values())
+
+
+def test_an_fp16_checkpoint_without_its_scaler_is_not_whole(tmp_path):
+    """On a T4 (fp16) the trainer saves scaler.pt; a checkpoint that lost it would resume with
+    a fresh loss scale, silently. Off fp16 (CPU, bf16) no scaler is written or needed."""
+    import json
+    import types
+
+    import torch
+
+    checkpoint = tmp_path / "checkpoint-4"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        torch.save({}, checkpoint / name)
+    (checkpoint / "adapter_config.json").write_text("{}")
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(1)}, str(checkpoint / "adapter_model.safetensors"))
+    fp16 = types.SimpleNamespace(accelerator=types.SimpleNamespace(scaler=object()))
+    cpu = types.SimpleNamespace(accelerator=types.SimpleNamespace(scaler=None))
+    assert checkpoint_problem(checkpoint, scaler_files(cpu)) is None
+    assert checkpoint_problem(checkpoint, scaler_files(fp16)) == "its scaler.pt is missing"
+    assert latest_checkpoint(tmp_path, scaler_files(fp16)) is None
+    torch.save({}, checkpoint / "scaler.pt")
+    assert latest_checkpoint(tmp_path, scaler_files(fp16)) == checkpoint

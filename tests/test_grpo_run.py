@@ -1,0 +1,100 @@
+"""The GRPO run assembled once: build_trainer gives notebook 05's trainer, check_trainer holds the
+page to it, and a test harness plugs in through one hook."""
+
+from __future__ import annotations
+
+import unsloth  # noqa: F401  (first: it patches trl)
+from unsloth import FastLanguageModel
+
+from pathlib import Path
+
+import pytest
+
+from helpers.callbacks import HeldOutAccuracy, StepTimer
+from helpers.grpo_config import TrainingConfigError, make_grpo_config
+from helpers.grpo_run import (
+    Instrument,
+    build_trainer,
+    check_trainer,
+    standard_callbacks,
+    trainer_callbacks,
+)
+from helpers.hardware import detect_hardware
+from helpers.loading import load_kwargs, lora_kwargs
+from helpers.profiles import PROFILES
+from helpers.run_folder import RunFolder
+
+SMOKE = PROFILES["smoke"]
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(SMOKE))
+    return FastLanguageModel.get_peft_model(model, **lora_kwargs(SMOKE)), tokenizer
+
+
+def engine_trainer(loaded, folder: Path, **kwargs):
+    model, tokenizer = loaded
+    run = RunFolder(folder)
+    config = make_grpo_config(SMOKE, detect_hardware(), run.checkpoints, max_steps=8)
+    callbacks = standard_callbacks(run, tokenizer, SMOKE, config)
+    return build_trainer(model, tokenizer, config, SMOKE, run, callbacks=callbacks, **kwargs), run
+
+
+def test_the_engine_builds_notebook_05s_callbacks_in_its_order(loaded, tmp_path: Path):
+    trainer, run = engine_trainer(loaded, tmp_path)
+    assert [text.split("(")[0] for text in trainer_callbacks(trainer)] == [
+        "HeldOutAccuracy", "LivePlot", "AdapterCheckpoint", "StepTimer", "CompletionSampler"]
+    held_out = next(c for c in trainer.callback_handler.callbacks
+                    if isinstance(c, HeldOutAccuracy))
+    assert held_out.every == 2 and len(held_out.golds) == SMOKE.heldout_during_training
+    assert held_out.adapter_dir == run.heldout_adapter
+    check_trainer(trainer, run, SMOKE)  # the engine's own trainer passes its check
+
+
+def test_a_trainer_without_held_out_scoring_is_refused_by_name(loaded, tmp_path: Path):
+    trainer, run = engine_trainer(loaded, tmp_path)
+    trainer.remove_callback(HeldOutAccuracy)
+    with pytest.raises(TrainingConfigError, match=r"not the run .*build_trainer.*HeldOutAccuracy"):
+        check_trainer(trainer, run, SMOKE)
+
+
+def test_other_settings_of_a_callback_are_refused_too(loaded, tmp_path: Path):
+    trainer, run = engine_trainer(loaded, tmp_path)
+    trainer.remove_callback(StepTimer)
+    trainer.add_callback(StepTimer(every_seconds=5))
+    with pytest.raises(TrainingConfigError, match="StepTimer"):
+        check_trainer(trainer, run, SMOKE)
+
+
+def test_a_harness_plugs_in_through_one_hook(loaded, tmp_path: Path):
+    seen: list[str] = []
+
+    def wrap(func):
+        def wrapper(completions, **kwargs):
+            seen.append(func.__name__)
+            return func(completions, **kwargs)
+
+        wrapper.__name__ = func.__name__
+        return wrapper
+
+    marker = StepTimer(every_seconds=999)
+    harness = Instrument(wrap_first_reward=wrap, callbacks=(marker,),
+                         patch_trainer=lambda trainer: seen.append("patched"))
+    trainer, _ = engine_trainer(loaded, tmp_path, instrument=harness)
+    assert marker in trainer.callback_handler.callbacks and seen == ["patched"]
+    trainer.reward_funcs[0](["<answer>1</answer>"], answer=["#### 1"])
+    assert seen == ["patched", "correctness_reward"]
+
+
+@pytest.mark.parametrize(("max_steps", "scored"), [
+    (60, [15, 30, 45, 60]),  # the smoke profile: every quarter
+    (150, [37, 74, 111, 150]),  # t4: not 148 and then 150 again
+    (3, [1, 2, 3]),
+])
+def test_held_out_scores_are_spread_over_the_run(max_steps: int, scored: list[int]):
+    from helpers.grpo_config import heldout_every
+
+    scorer = HeldOutAccuracy.__new__(HeldOutAccuracy)  # the schedule only: no model, no data
+    scorer.every = heldout_every(max_steps)
+    assert [s for s in range(1, max_steps + 1) if scorer.scores_at(s, max_steps)] == scored
