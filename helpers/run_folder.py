@@ -4,7 +4,8 @@ A run folder holds one profile's training run. `RunFolder` is the one place that
 
     checkpoints/           the trainer's checkpoint-N folders (and the run's fingerprint)
     adapter/               the newest whole LoRA adapter (notebooks 06 and 07 load it)
-    heldout-adapter/       the adapter served to vLLM while held-out accuracy is scored (GPU)
+    heldout-adapter/       the adapter served to vLLM while held-out accuracy is scored (GPU;
+                           on this runtime's disk when the run is on Drive)
     log_history.json       trainer.state.log_history
     completions.json       sampled completions with their rewards
     figures/training.png   the training figure
@@ -79,7 +80,9 @@ class RunFolder:
 
     @property
     def heldout_adapter(self) -> Path:
-        return self.root / "heldout-adapter"
+        """The adapter vLLM reads while held-out accuracy is scored: rewritten at every score and
+        needed by no later notebook, so a run on Drive keeps it on this runtime's disk."""
+        return self.local / "heldout-adapter"
 
     @property
     def log(self) -> Path:
@@ -112,15 +115,17 @@ class RunFolder:
         return self.eval / "problems.csv"
 
     @property
-    def exports(self) -> Path:
-        """Where notebook 07 writes exports: export/ here, but never on Drive (GBs, not MBs).
-
-        A run on Drive exports to this runtime's runs/export/<profile> ($GRPO_EXPORT_DIR moves it).
-        """
+    def local(self) -> Path:
+        """Where what need not outlive the runtime goes: the run folder itself, or for a run on
+        Drive this runtime's runs/export/<profile> ($GRPO_EXPORT_DIR moves it)."""
         if self.root.is_relative_to(drive_mount()):
-            local = Path(os.environ.get("GRPO_EXPORT_DIR") or ROOT / "runs" / EXPORTS)
-            return local / self.name
-        return self.root / EXPORTS
+            return Path(os.environ.get("GRPO_EXPORT_DIR") or ROOT / "runs" / EXPORTS) / self.name
+        return self.root
+
+    @property
+    def exports(self) -> Path:
+        """Where notebook 07 writes exports: export/ here, but never on Drive (GBs, not MBs)."""
+        return self.local if self.local != self.root else self.root / EXPORTS
 
     @classmethod
     def of_checkpoints(cls, checkpoints: Path) -> RunFolder | None:

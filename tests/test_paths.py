@@ -208,3 +208,13 @@ def test_a_failed_write_names_the_file_when_python_knows_it(tmp_path):
 def test_other_errors_are_not_taken_for_storage_faults(tmp_path):
     assert storage.storage_failure(ValueError("bad shape"), tmp_path, "") is None
     assert storage.storage_failure(RuntimeError("CUDA out of memory"), tmp_path, "") is None
+
+
+def test_the_held_out_adapter_stays_off_drive(fake_colab, tmp_path):
+    """vLLM reads it at every held-out score (six rewrites of ~150 MB a t4 run): on Drive those
+    would fill the bin and the revisions; no later notebook needs it."""
+    on_drive = RunFolder(tmp_path / "drive" / "MyDrive" / "grpo-course" / "runs" / "course" / "t4")
+    assert not on_drive.heldout_adapter.is_relative_to(tmp_path / "drive")
+    assert on_drive.heldout_adapter.parent == on_drive.exports
+    local = RunFolder(tmp_path / "runs" / "course" / "t4")
+    assert local.heldout_adapter.parent == local.root
