@@ -6,10 +6,10 @@ The lesson: what a notebook teaches, shown on its page
     data             GSM8K rows, the chat prompt, the gold answer             02, 05, 06
     synthetic        the smoke profile's offline problems, GSM8K's format     04
     rewards          every reward function and its weight                     03, 05, 06
-    policy_gradient  one REINFORCE-with-baseline update by hand               04
+    policy_gradient  REINFORCE with a baseline by hand: one update, a loop    04
     grpo_scratch     the GRPO loss and one training step, from scratch        03, 04, 08, 09
     trl_compare      the from-scratch loss and gradient against trl's         08
-    memory_probe     measured memory of the tiny model                        08
+    memory_probe     measured memory of the tiny model; bench/grpo_vs_trl     08
     toy_r1           DeepSeek-R1's recipe on a toy task                       08, 09
 
 The page: what every notebook's first cells and checks use

@@ -135,8 +135,8 @@ def check(mine: Callable[..., Any], reference: Callable[..., Any],
     if not found:
         compared = ("values and gradients" if any(c.grad or c.model is not None for c in cases)
                     else "values")
-        print(f"{mine.__name__} matches {reference.__name__} on {len(cases)} random cases "
-              f"({compared}).")
+        count = "1 random case" if len(cases) == 1 else f"{len(cases)} random cases"
+        print(f"{mine.__name__} matches {reference.__name__} on {count} ({compared}).")
         return
     others = len(found) - 1
     more = ("" if not others else " (1 more case differs too)" if others == 1

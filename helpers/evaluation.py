@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import hashlib
 import json
 import shutil
-import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -88,30 +89,27 @@ def fingerprint(obj: Any) -> str:
 
 
 def _progress(total: int, desc: str | None) -> Any:
-    """A tqdm bar (plain text, no widgets), a minimal text counter when tqdm is missing, or
-    nothing at all when `desc` is None."""
-    if desc is None:
-        return _TextProgress(total, desc, quiet=True)
-    try:
-        from tqdm.std import tqdm
-    except ImportError:
-        return _TextProgress(total, desc)
-    return tqdm(total=total, desc=desc, file=sys.stdout, ascii=True, mininterval=5)
+    """One line when a pass ends ('desc: 32 answers in 0.5 s'), or nothing when `desc` is None.
+
+    No progress bar: a finished bar stays in a notebook's stored output, one per pass."""
+    return _TextProgress(total, desc, quiet=desc is None)
 
 
 class _TextProgress:
-    """Prints 'desc: done/total' as batches finish."""
+    """Counts answers as batches finish, and prints one line when the pass is done."""
 
     def __init__(self, total: int, desc: str | None, quiet: bool = False) -> None:
         self.total, self.desc, self.done, self.quiet = total, desc, 0, quiet
+        self.started = time.perf_counter()
 
     def update(self, n: int) -> None:
         self.done += n
-        if not self.quiet:
-            print(f"{self.desc}: {self.done}/{self.total}", flush=True)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Print the pass's one line."""
+        if not self.quiet:
+            seconds = time.perf_counter() - self.started
+            print(f"{self.desc}: {self.done} answers in {seconds:.1f} s", flush=True)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -177,9 +175,12 @@ def generate_vllm(
     token_prompts = [
         {"prompt_token_ids": tokenizer(p, add_special_tokens=False)["input_ids"]} for p in prompts
     ]
+    bar = _progress(len(prompts), "vLLM" if progress else None)
     outputs = model.fast_generate(
-        token_prompts, sampling_params=params, lora_request=lora_request, use_tqdm=progress
+        token_prompts, sampling_params=params, lora_request=lora_request, use_tqdm=False
     )
+    bar.update(len(prompts))
+    bar.close()
     return [
         [Generation(o.text, len(o.token_ids), o.finish_reason == "length") for o in out.outputs]
         for out in outputs
@@ -328,14 +329,19 @@ def generate_or_reuse(
     saved = [_saved_batch(path, batch) for path, batch in zip(paths, batches, strict=True)]
     reused = sum(len(batch) for batch, found in zip(batches, saved, strict=True) if found)
     print(describe_reuse(side, reused, len(prompts), folder), flush=True)
+    if generate is generate_side:  # one line for the whole pass, not one per batch
+        generate = functools.partial(generate_side, progress=False)
+    bar = _progress(len(prompts) - reused, side if reused < len(prompts) else None)
     answers: list[list[Generation]] = []
     for path, batch, found in zip(paths, batches, saved, strict=True):
         if found is None:
             found = generate(model, tokenizer, batch, settings, side, adapter_dir)
+            bar.update(len(batch))
             rows = [[asdict(sample) for sample in samples] for samples in found]
             write_json_atomic(path, {"prompts": fingerprint(batch), "answers": rows})
             fault_point(f"eval:{side}", len(answers) + len(batch))
         answers.extend(found)
+    bar.close()
     for stale in store.glob(f"{side}-*"):  # answers for other prompts, decoding or weights
         if stale != folder:
             shutil.rmtree(stale, ignore_errors=True)

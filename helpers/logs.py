@@ -12,6 +12,7 @@ REWARD_PREFIX = "rewards/"
 
 
 HELDOUT_KEY = "heldout/strict"  # greedy strict accuracy on held-out problems (HeldOutAccuracy)
+HELDOUT_N_KEY = "heldout/n"  # how many held-out problems each measurement scored
 
 
 def training_entries(log_history: LogHistory) -> LogHistory:

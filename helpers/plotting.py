@@ -27,9 +27,6 @@ from helpers.stats import wilson_interval
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 
 @dataclass(frozen=True)
 class Panel:
@@ -59,6 +56,20 @@ def _band(ax: Any, log: LogHistory, low_key: str, high_key: str, **style: Any) -
         ax.fill_between(steps, [lows[s] for s in steps], [highs[s] for s in steps], **style)
 
 
+def _legend_above(ax: Any, rows_of_entries: int = 1) -> None:
+    """A legend in headroom added above the data, so that it covers no line."""
+    handles, _ = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    ncol = min(3, len(handles))
+    rows = math.ceil(len(handles) / ncol)
+    low, high = ax.get_ylim()
+    span = (high - low) or 1.0
+    ax.set_ylim(low, high + span * 0.22 * rows)  # each legend row takes about a sixth of the axes
+    ax.legend(fontsize=6, framealpha=0.8, loc="upper center", ncol=ncol, borderaxespad=0.2,
+              handlelength=1.2, columnspacing=0.8)
+
+
 def _draw_reward(ax: Any, log: LogHistory) -> None:
     means, stds = _by_step(log, "reward"), _by_step(log, "reward_std")
     steps = sorted(set(means) & set(stds))
@@ -67,13 +78,13 @@ def _draw_reward(ax: Any, log: LogHistory) -> None:
         high = [means[s] + stds[s] for s in steps]
         ax.fill_between(steps, low, high, alpha=0.25, label="± spread within groups")
     _line(ax, log, "reward", label="mean reward")
-    ax.legend(fontsize=7, framealpha=0.6)
+    _legend_above(ax)
 
 
 def _draw_components(ax: Any, log: LogHistory) -> None:
     for name in reward_names(log):
-        _line(ax, log, f"{REWARD_PREFIX}{name}/mean", label=name)
-    ax.legend(fontsize=7, framealpha=0.6)
+        _line(ax, log, f"{REWARD_PREFIX}{name}/mean", label=name.removesuffix("_reward"))
+    _legend_above(ax)
 
 
 def _draw_length(ax: Any, log: LogHistory) -> None:
@@ -82,7 +93,7 @@ def _draw_length(ax: Any, log: LogHistory) -> None:
     # trl logs 0 for "finished" lengths when nothing finished: plot only steps where some did.
     finished = [e for e in log if e.get("completions/clipped_ratio", 0.0) < 1.0]
     _line(ax, finished, "completions/mean_terminated_length", label="mean of finished", ls="--")
-    ax.legend(fontsize=7, framealpha=0.6)
+    _legend_above(ax)
 
 
 def _draw_single(key: str) -> Callable[[Any, LogHistory], None]:
@@ -118,6 +129,10 @@ PANELS = [
         ("frac_reward_zero_std",),
         _draw_single("frac_reward_zero_std"),
     ),
+    Panel(  # a crash towards 0 means every sample is the same answer: nothing left to compare
+        "Entropy of the next token", "nats", ("entropy",), _draw_single("entropy")),
+    Panel(  # before clipping at max_grad_norm; NaN (a gap) means a precision problem
+        "Gradient norm", "grad_norm", ("grad_norm",), _draw_single("grad_norm")),
     Panel("KL to the reference model", "kl", ("kl",), _draw_single("kl")),
     Panel("Learning rate", "lr", ("learning_rate",), _draw_single("learning_rate")),
 ]
@@ -134,13 +149,22 @@ def panels_for(log_history: LogHistory) -> list[Panel]:
     return chosen
 
 
+def grid_shape(count: int) -> tuple[int, int]:
+    """(columns, rows) for `count` panels: 3 columns where they fill the grid, else the column
+    count (3, 2 or 4) that leaves the fewest empty slots."""
+    if count <= 4:
+        cols = max(1, min(2, count))
+    else:
+        cols = min((3, 2, 4), key=lambda c: -count % c)  # ties keep the first: 3, then 2
+    return cols, max(1, math.ceil(count / cols))
+
+
 def plot_training(log_history: LogHistory, fig: Figure | None = None) -> Figure:
     """A grid of the panels this log supports; draws into `fig` if given (live updates)."""
     from matplotlib.figure import Figure
 
     panels = panels_for(log_history)
-    cols = 3 if len(panels) > 4 else max(1, min(2, len(panels)))
-    rows = max(1, math.ceil(len(panels) / cols))
+    cols, rows = grid_shape(len(panels))
     if fig is None:
         fig = Figure(figsize=(4.2 * cols, 2.9 * rows))
     fig.clear()

@@ -1,6 +1,7 @@
 """One policy-gradient step on one question: REINFORCE, with the group's mean reward as baseline.
 
-The policy-gradient notebook runs it on the smoke model, on a CPU, in seconds. The course trains
+The policy-gradient notebook runs it on the smoke model, on a CPU, in seconds, then repeats it on
+fresh groups (`practice`) until the question is answered right far more often. The course trains
 with `num_iterations=1` and `beta=0`, so GRPO's probability ratio is exactly 1 and its clip never
 acts: the gradient it follows is this one's, up to how tokens are averaged. Sampling, per-token
 log-probabilities and group advantages come from helpers.grpo_scratch; nothing is written twice.
@@ -21,6 +22,7 @@ from helpers.evaluation import build_prompts
 from helpers.grpo_scratch import (
     GRPOSettings,
     Rollout,
+    group_advantages,
     grpo_loss,
     per_token_logps,
     rollout,
@@ -242,3 +244,31 @@ def group_table(group: Group, advantages: torch.Tensor, update: Update) -> str:
             f"{after:.2f} | {after - before:+.2f} |"
         )
     return "\n".join(lines)
+
+
+def accuracy_on(model: Any, tokenizer: Any, row: dict[str, str], samples: int, seed: int) -> float:
+    """Share of right answers among `samples` seeded completions to one question (temperature 1)."""
+    return sum(sample_group(model, tokenizer, row, samples, seed).correct) / samples
+
+
+def practice(
+    model: Any,
+    tokenizer: Any,
+    row: dict[str, str],
+    steps: int,
+    group_size: int,
+    seed: int,
+    lr: float,
+    loss_fn: LossFn = reinforce_loss,
+) -> list[float]:
+    """`steps` updates on one question, each on a fresh group: sample, score, advantages, step.
+
+    Returns the share of right answers in each step's group, measured before its update.
+    """
+    accuracies = []
+    for step in range(steps):
+        group = sample_group(model, tokenizer, row, group_size, seed + 1 + step)
+        accuracies.append(sum(group.correct) / group_size)
+        advantages = group_advantages(group.rewards, num_generations=group_size)
+        one_update(model, group.batch, advantages, lr=lr, loss_fn=loss_fn)
+    return accuracies

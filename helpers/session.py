@@ -80,3 +80,16 @@ def no_gpu_warning(profile_name: str) -> str:
         f"Fix: Runtime → Change runtime type → {COLAB_GPU} GPU → Save, then Runtime → Run all.",
         f'To run the CPU check on purpose, set PROFILE = "{profile_name}" in the parameters cell.',
     ])
+
+
+def solution_runs(profile: Profile, cost: str, run_anyway: bool = False) -> bool:
+    """Whether a costly solution runs now: always on the CPU smoke profile (CI runs every one),
+    on a GPU profile only when asked, so that Run all spends no quota on work nobody asked for.
+
+    `cost` says what it does, e.g. "trains two more steps (about a minute on a T4)".
+    """
+    if profile.name == "smoke" or run_anyway:
+        return True
+    print(f"Skipped on the {profile.name} profile: this solution {cost}. To run it, set "
+          "run_anyway=True in the line above and run this cell again.")
+    return False

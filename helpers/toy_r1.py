@@ -578,6 +578,21 @@ def grpo_verdict(rows: Sequence[dict[str, Any]]) -> str:
     return " ".join([first, *mixed]).strip()
 
 
+def grpo_margins(rows: Sequence[dict[str, Any]]) -> str:
+    """In points, averaged over `rows`: GRPO's gain over the cold start, then each control's
+    held-out accuracy against GRPO's, largest first: the sizes behind the verdict's words."""
+    def mean(key: str) -> float:
+        return _mean([r[key] for r in rows])
+
+    grpo = mean("acc_after_grpo")
+    lines = [f"GRPO against the cold start: {100 * (grpo - mean('acc_before')):+.1f} points"]
+    gaps = {name: 100 * (mean(key) - grpo) for key, name in VERDICT_ARMS.items() if key in rows[0]}
+    lines += [f"{name} against GRPO: {gap:+.1f} points"
+              for name, gap in sorted(gaps.items(), key=lambda item: -item[1])]
+    scope = f"mean of {len(rows)} seeds" if len(rows) > 1 else "this run"
+    return f"Held-out accuracy, {scope}:\n  " + "\n  ".join(lines)
+
+
 def results_table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown: seed x (cold start, GRPO, each control), held-out accuracy, and the mean."""
     keys = [k for k in ARMS if k in rows[0]]

@@ -70,6 +70,26 @@ def profile_name(requested: str | None) -> str:
     return default_profile_name(detect_hardware())
 
 
+TRAINING_NOTEBOOK = "grpo_training"  # its run is what 06 and 07 read
+
+
+def clear_course_run(profile: str) -> str:
+    """Delete the profile's course run folder before stored outputs are recorded: the training
+    notebook would otherwise resume (or just load) the run it finds there, and its stored outputs
+    would show no training. Says what it did."""
+    import shutil
+
+    from helpers.paths import shown
+    from helpers.run_folder import run_dir
+
+    run = run_dir(profile)
+    if not run.root.exists():
+        return f"No earlier run in {shown(run)}: the training notebook starts a new one."
+    shutil.rmtree(run.root)
+    return (f"Removed the earlier run in {shown(run)}: the stored outputs come from a new run, "
+            "trained from step 1.")
+
+
 def profile_timeout(requested: str | None) -> int:
     """cell_timeout for the profile the notebooks will pick: `requested`, else the hardware's."""
     from helpers.profiles import PROFILES
@@ -143,6 +163,8 @@ def main() -> int:
     out = ROOT / "runs" / stamp
     if not args.in_place:
         os.environ["GRPO_RUN_DIR"] = str(out)  # kernels inherit it: runs, adapters, logs go here
+    elif any(p.stem.endswith(TRAINING_NOTEBOOK) for p in paths):
+        print(clear_course_run(profile_name(os.environ.get("GRPO_PROFILE"))))
     profile = os.environ.get("GRPO_PROFILE", "chosen from the hardware")
     timeout = args.timeout or profile_timeout(os.environ.get("GRPO_PROFILE"))
     print(f"Executing {len(paths)} notebooks (profile: {profile}; at most {timeout} s a cell)")

@@ -91,7 +91,7 @@ def test_a_matching_version_says_so(capsys):
 
     check(mine, grpo_scratch.k3_kl)
     assert capsys.readouterr().out == (
-        "mine matches k3_kl on 1 random cases (values and gradients).\n")
+        "mine matches k3_kl on 1 random case (values and gradients).\n")
 
 
 def test_a_loss_without_accumulation_scaling_is_caught():

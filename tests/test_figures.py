@@ -210,3 +210,31 @@ def test_the_weak_cold_start_figures_appear_once_the_benchmark_records_them():
     assert after["toy_r1.weak_cold_start.acc_after_grpo"] == "15.1%"
     assert after["toy_r1.weak_cold_start.gain_grpo_points"] == "+3.1"
     assert after["toy_r1.weak_cold_start.zero_spread_first_20"] == "60%"
+
+
+def test_a_quote_follows_its_stored_output_and_fails_when_the_output_changes(tmp_path, monkeypatch):
+    """Prose quoting a notebook's printed number (tools/output_quotes.py): right while the stored
+    output says it, one sentence naming the fix once a re-run prints something else."""
+    from tools import output_quotes
+
+    cell = {"cell_type": "code", "source": ["print(accuracy_line(run))\n"], "outputs": [
+        {"output_type": "stream", "name": "stdout", "text": ["held-out accuracy: 38.5%\n"]}]}
+    notebook = {"cells": [{"cell_type": "markdown", "source": ["It starts at "
+                          "<!-- fig:nb77.start -->38.5%<!-- /fig -->."]}, cell]}
+    path = tmp_path / "notebooks" / "77_demo.ipynb"
+    path.parent.mkdir()
+    path.write_text(json.dumps(notebook))
+    monkeypatch.setitem(output_quotes.QUOTES, "77", {"start": output_quotes.Quote(
+        "print(accuracy_line(run))", r"held-out accuracy: ([\d.]+%)")})
+    monkeypatch.setitem(fg.SOURCES, "nb77", fg.notebook_sources(tmp_path)["nb77"])
+    prose = "".join(notebook["cells"][0]["source"])
+    assert fg.check_text(prose, fg.compute(tmp_path, ["nb77"]), tmp_path) == []
+    cell["outputs"][0]["text"] = ["held-out accuracy: 41.0%\n"]  # a re-run printed another number
+    path.write_text(json.dumps(notebook))
+    assert fg.check_text(prose, fg.compute(tmp_path, ["nb77"]), tmp_path) == [
+        "fig:nb77.start says '38.5%' but notebooks/77_demo.ipynb gives '41.0%': run "
+        "`make figures`."]
+    cell["outputs"][0]["text"] = ["no accuracy printed\n"]  # the printed line itself changed
+    path.write_text(json.dumps(notebook))
+    with pytest.raises(ValueError, match="no longer matches .* re-read the prose that quotes it"):
+        fg.compute(tmp_path, ["nb77"])

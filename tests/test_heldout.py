@@ -65,7 +65,7 @@ def test_the_figure_and_the_health_check_show_it(runs):
     assert any(panel.keys == (HELDOUT_KEY,) for panel in panels_for(log))
     lines = [str(f) for f in health_check(log) if "Held-out greedy accuracy" in f.text]
     assert len(lines) == 1 and "from step 0 to step 3" in lines[0]
-    assert "sampled correctness_reward (temperature 1)" in lines[0]
+    assert "problems, from step 0 to step 3" in lines[0] and "95% intervals" in lines[0]
 
 
 def test_the_progress_line_shows_reward_correctness_and_the_last_held_out_score():

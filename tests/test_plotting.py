@@ -22,6 +22,7 @@ from helpers.logs import reward_names, series, training_entries
 from helpers.plotting import (
     completion_html,
     completion_table,
+    grid_shape,
     panels_for,
     plot_training,
     save_figure,
@@ -71,8 +72,31 @@ def test_series_skips_missing_and_non_finite_values():
 def test_full_run_has_every_panel_but_kl(full):
     assert titles(full) == [
         "Total reward (weighted sum)", "Reward components", "Completion length",
-        "Truncated completions", "Groups with zero reward spread", "Learning rate",
+        "Truncated completions", "Groups with zero reward spread", "Entropy of the next token",
+        "Gradient norm", "Learning rate",
     ]
+
+
+def test_the_training_figure_fills_its_grid_and_its_legends_cover_no_line():
+    import numpy as np
+
+    run = load("smoke_heldout_log_history.json")  # notebook 05's run, held-out panel included
+    fig = plot_training(run)
+    assert len(fig.axes) == 9 and grid_shape(9) == (3, 3)  # nine panels, no empty slot
+    assert {"Entropy of the next token", "Gradient norm"} <= {ax.get_title() for ax in fig.axes}
+    assert all(-n % grid_shape(n)[0] == 0 for n in (6, 8, 9, 10, 12))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)  # lays the legends out where the saved PNG has them
+    legends = [ax for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 3  # reward, components, length
+    for ax in legends:
+        box = ax.get_legend().get_window_extent(renderer)
+        for line in ax.lines:
+            points = ax.transData.transform(np.column_stack(line.get_data()))
+            inside = [(x, y) for x, y in points if box.contains(x, y)]
+            assert not inside, f"{ax.get_title()}: the legend covers {line.get_label()}"
 
 
 def test_kl_panel_appears_when_beta_is_positive(with_kl):
@@ -81,12 +105,13 @@ def test_kl_panel_appears_when_beta_is_positive(with_kl):
 
 def test_partial_logs_drop_their_missing_panels(full):
     no_rewards = without(full, "rewards/", "reward", "frac_reward_zero_std")
-    assert titles(no_rewards) == ["Completion length", "Truncated completions", "Learning rate"]
+    assert titles(no_rewards) == ["Completion length", "Truncated completions",
+                                  "Entropy of the next token", "Gradient norm", "Learning rate"]
     only_lr = [{"step": e["step"], "learning_rate": e["learning_rate"]}
                for e in training_entries(full)]
     assert titles(only_lr) == ["Learning rate"]
     fig = plot_training(no_rewards)
-    assert len(fig.axes) == 3
+    assert len(fig.axes) == 5
 
 
 @pytest.mark.parametrize("log", [[], [{"train_runtime": 1.0}]])

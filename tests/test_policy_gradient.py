@@ -10,6 +10,7 @@ import torch
 
 from helpers.grpo_scratch import group_advantages
 from helpers.policy_gradient import (
+    accuracy_on,
     best_and_worst,
     compare_with_reinforce_loss,
     first_group_where,
@@ -17,6 +18,7 @@ from helpers.policy_gradient import (
     grpo_gradient_agreement,
     load_smoke_policy,
     one_update,
+    practice,
     reinforce_loss,
     sample_group,
 )
@@ -153,3 +155,25 @@ def test_a_search_that_finds_nothing_says_what_to_change(policy):
     with pytest.raises(ValueError, match="pass more problems, or another seed"):
         first_group_where(model, tokenizer, synthetic_split("train", 2), G, SEED,
                           wanted=lambda group: False)
+
+
+def test_a_few_dozen_steps_on_one_question_make_it_answered_right_more_often(policy, mixed):
+    _, tokenizer = policy
+    row = next(r for r in synthetic_split("train", 20) if mixed.question == r["question"])
+    learner = fresh_model()
+    before = accuracy_on(learner, tokenizer, row, 32, seed=SEED + 1000)
+    per_step = practice(learner, tokenizer, row, 30, G, SEED, lr=LR)
+    after = accuracy_on(learner, tokenizer, row, 32, seed=SEED + 1000)
+    assert len(per_step) == 30 and all(0 <= a <= 1 for a in per_step)
+    assert after >= before + 0.3, (before, after)
+    assert sum(per_step[-5:]) > sum(per_step[:5]), per_step
+
+
+def test_the_loop_without_its_minus_sign_unlearns(policy, mixed):
+    _, tokenizer = policy
+    row = next(r for r in synthetic_split("train", 20) if mixed.question == r["question"])
+    learner = fresh_model()
+    before = accuracy_on(learner, tokenizer, row, 32, seed=SEED + 1000)
+    practice(learner, tokenizer, row, 10, G, SEED, lr=LR,
+             loss_fn=lambda logps, adv: (adv.detach() * logps).mean())
+    assert accuracy_on(learner, tokenizer, row, 32, seed=SEED + 1000) < before

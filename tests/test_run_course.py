@@ -26,3 +26,12 @@ def test_a_gpu_profile_can_train_in_one_cell(name: str):
 def test_a_timeout_for_no_steps_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
         rc.cell_timeout(0, on_gpu=True)
+
+
+def test_recording_outputs_starts_the_training_run_from_step_1(tmp_path, monkeypatch):
+    """Stored outputs must show training: a run left in the course folder is removed first."""
+    monkeypatch.setenv("GRPO_RUN_DIR", str(tmp_path))  # run_dir("smoke") -> tmp_path/smoke
+    assert "starts a new one" in rc.clear_course_run("smoke")
+    (tmp_path / "smoke" / "checkpoints" / "checkpoint-60").mkdir(parents=True)
+    said = rc.clear_course_run("smoke")
+    assert "trained from step 1" in said and not (tmp_path / "smoke").exists()

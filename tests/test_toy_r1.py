@@ -261,3 +261,17 @@ def test_first_update_columns_follow_the_learning_rate_whatever_the_dict_order()
     assert table.splitlines()[0] == ("| seed | cold start | one SFT update, lr 0.0001 "
                                      "| one SFT update, lr 0.001 |")
     assert table.splitlines()[2] == "| 2 | 34.2% | 35.0% | 9.6% |"
+
+
+def test_the_margins_behind_the_verdict_are_computed_and_ordered():
+    rows = [{"acc_before": 0.30, "acc_after_grpo": 0.45, "acc_after_sft_control": 0.65,
+             "acc_after_rft": 0.50, "acc_after_random_reward": 0.05},
+            {"acc_before": 0.20, "acc_after_grpo": 0.35, "acc_after_sft_control": 0.75,
+             "acc_after_rft": 0.40, "acc_after_random_reward": 0.15}]
+    lines = toy_r1.grpo_margins(rows).splitlines()
+    assert lines[0] == "Held-out accuracy, mean of 2 seeds:"
+    assert lines[1:] == ["  GRPO against the cold start: +15.0 points",
+                         "  extra SFT against GRPO: +30.0 points",
+                         "  RFT against GRPO: +5.0 points",
+                         "  the random-reward control against GRPO: -30.0 points"]
+    assert "this run" in toy_r1.grpo_margins(rows[:1])

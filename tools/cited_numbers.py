@@ -364,6 +364,23 @@ SOURCES: dict[str, Source] = {
 }
 
 
+def notebook_sources(root: Path | None = None) -> dict[str, Source]:
+    """One source per notebook whose stored outputs prose quotes (tools/output_quotes.py)."""
+    from tools.output_quotes import QUOTES, quote_figures
+
+    root = root or Path(__file__).resolve().parent.parent
+    found = {}
+    for number in QUOTES:
+        path = next((root / "notebooks").glob(f"{number}_*.ipynb"), None)
+        if path is not None:
+            found[f"nb{number}"] = Source(f"notebooks/{path.name}", "make execute-notebooks",
+                                          quote_figures(number))
+    return found
+
+
+SOURCES |= notebook_sources()
+
+
 def source_of(key: str) -> Source | None:
     """The source a key's prefix names, or None."""
     return SOURCES.get(key.split(".", 1)[0])
