@@ -232,8 +232,8 @@ def test_a_quote_follows_its_stored_output_and_fails_when_the_output_changes(tmp
     cell["outputs"][0]["text"] = ["held-out accuracy: 41.0%\n"]  # a re-run printed another number
     path.write_text(json.dumps(notebook))
     assert fg.check_text(prose, fg.compute(tmp_path, ["nb77"]), tmp_path) == [
-        "fig:nb77.start says '38.5%' but notebooks/77_demo.ipynb gives '41.0%': run "
-        "`make figures`."]
+        "fig:nb77.start says '38.5%' but notebooks/77_demo.ipynb gives '41.0%': re-read the "
+        "sentence that quotes it (a re-run printed another number), then run `make figures`."]
     cell["outputs"][0]["text"] = ["no accuracy printed\n"]  # the printed line itself changed
     path.write_text(json.dumps(notebook))
     with pytest.raises(ValueError, match="no longer matches .* re-read the prose that quotes it"):

@@ -410,8 +410,10 @@ def problem(key: str, value: str, figures: dict[str, str], root: Path) -> str | 
         return (f"fig:{key} is not a figure of {source.path}: use a registered key "
                 f"({', '.join(near)}, ...) or add it in tools/cited_numbers.py.")
     if value != figures[key]:
+        reread = ("re-read the sentence that quotes it (a re-run printed another number), then "
+                  if source.path.startswith("notebooks/") else "")
         return (f"fig:{key} says {value!r} but {source.path} gives {figures[key]!r}: "
-                "run `make figures`.")
+                f"{reread}run `make figures`.")
     return None
 
 
