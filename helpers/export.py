@@ -160,6 +160,15 @@ def remove_gguf_intermediates(out_dir: Path, quantization: str) -> list[str]:
     return removed
 
 
+def gguf_failure(error: BaseException, out_dir: Path) -> str:
+    """One sentence for a GGUF export that stopped (llama.cpp's download or build, most often):
+    what went wrong, that the exports before it are whole, and what to try."""
+    reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else "no message"
+    return (f"GGUF export stopped ({type(error).__name__}: {reason}); the adapter and the merged "
+            f"model above are saved and whole, and nothing was left in {out_dir.name}/: rerun this "
+            "cell to try again, or set EXPORT_GGUF = False to skip it.")
+
+
 def export_gguf(model: Any, tokenizer: Any, out_dir: Path, quantization: str = "q4_k_m") -> Path:
     """llama.cpp's GGUF file via unsloth: merges, converts, quantizes (builds llama.cpp once).
 

@@ -240,3 +240,27 @@ def test_gguf_export_keeps_only_the_quantized_file_in_a_finished_folder(tmp_path
     assert sorted(p.name for p in out.parent.iterdir()) == ["gguf"]
     assert "Deleted the intermediate copies: unsloth.BF16.gguf, gguf.partial/" in (
         capsys.readouterr().out)
+
+
+def test_a_failed_gguf_export_is_one_line_and_notebook_07_goes_on(tmp_path, capsys):
+    """Run all must not stop after the work is saved: 07's GGUF cell, run as it is on the page
+    with an export that fails as a llama.cpp build does, prints one sentence and returns."""
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / "07_save_and_use.ipynb").read_text())["cells"]
+    source = next("".join(c["source"]) for c in cells
+                  if c["cell_type"] == "code" and "export_gguf(" in "".join(c["source"]))
+
+    def failing_export(*args, **kwargs):
+        raise RuntimeError("Unsloth: Failed to compile llama.cpp\ncmake: command not found")
+
+    page = {"EXPORT_GGUF": True, "GGUF_QUANTIZATION": "q4_k_m", "profile": PROFILES["t4"],
+            "hw": TESLA_T4, "model": None, "tokenizer": None, "export_dir": tmp_path,
+            "preflight_disk": lambda *args: "Disk check: enough room."}
+    code = source.replace("from helpers.export import export_gguf, gguf_failure, gguf_skip_reason",
+                          "from helpers.export import gguf_failure, gguf_skip_reason")
+    exec(compile(code, "07-gguf-cell", "exec"), {**page, "export_gguf": failing_export})
+    said = capsys.readouterr().out.strip().splitlines()
+    assert said[0] == "Disk check: enough room." and len(said) == 2
+    assert said[1].startswith("GGUF export stopped (RuntimeError: Unsloth: Failed to compile")
+    assert "merged model above are saved" in said[1] and said[1].count(". ") == 0

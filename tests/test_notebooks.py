@@ -67,6 +67,21 @@ class TestNotebook:
         assert any("## Summary" in s for s in headings)
         assert any("## Exercises" in s for s in headings)
 
+    def test_unsloth_comes_before_anything_that_touches_cuda(self, path):
+        """On a GPU unsloth sets its memory allocator when imported, which only takes effect
+        before CUDA is first used; `start()` asks torch for the GPU, so unsloth comes first."""
+        code = [c.source for c in nbformat.read(path, as_version=4).cells
+                if c.cell_type == "code"]
+        first = next((i for i, s in enumerate(code) if re.search(r"^\s*(from|import) unsloth",
+                                                                   s, re.M)), None)
+        touches = next((i for i, s in enumerate(code) if "= start(" in s or "torch.cuda" in s),
+                       None)
+        shows_only = path.stem == "00_setup"  # imports unsloth to show it; allocates nothing
+        if first is not None and touches is not None and not shows_only:
+            assert first <= touches, (
+                f"code cell {touches} starts the session (CUDA) before unsloth is imported in "
+                f"code cell {first}: import unsloth first, as notebook 05 does")
+
     def test_no_secrets_logins_or_hub_pushes_by_default(self, path):
         text = path.read_text()
         assert not SECRET.search(text)
