@@ -132,6 +132,7 @@ class HeldOutAccuracy(TrainerCallback):
         from helpers.evaluation import build_prompts
 
         self.tokenizer, self.settings, self.every = tokenizer, settings, max(1, every)
+        self.rows = rows
         self.prompts = build_prompts(tokenizer, [row["question"] for row in rows])
         self.golds = [extract_gold_answer(row["answer"]) for row in rows]
         self.adapter_dir = as_run(run).heldout_adapter

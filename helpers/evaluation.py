@@ -88,26 +88,19 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _progress(total: int, desc: str | None) -> Any:
-    """One line when a pass ends ('desc: 32 answers in 0.5 s'), or nothing when `desc` is None.
+class _PassLine:
+    """Counts answers as batches finish and prints one line when the pass ends ('desc: 32 answers
+    in 0.5 s'); nothing when `desc` is None. No bar: a finished bar stays in a notebook's stored
+    output, one per pass."""
 
-    No progress bar: a finished bar stays in a notebook's stored output, one per pass."""
-    return _TextProgress(total, desc, quiet=desc is None)
-
-
-class _TextProgress:
-    """Counts answers as batches finish, and prints one line when the pass is done."""
-
-    def __init__(self, total: int, desc: str | None, quiet: bool = False) -> None:
-        self.total, self.desc, self.done, self.quiet = total, desc, 0, quiet
-        self.started = time.perf_counter()
+    def __init__(self, desc: str | None) -> None:
+        self.desc, self.done, self.started = desc, 0, time.perf_counter()
 
     def update(self, n: int) -> None:
         self.done += n
 
     def close(self) -> None:
-        """Print the pass's one line."""
-        if not self.quiet:
+        if self.desc is not None:
             seconds = time.perf_counter() - self.started
             print(f"{self.desc}: {self.done} answers in {seconds:.1f} s", flush=True)
 
@@ -122,11 +115,11 @@ def generate_hf(
     model: Any, tokenizer: Any, prompts: Sequence[str], settings: DecodingSettings,
     desc: str | None,
 ) -> list[list[Generation]]:
-    """Batched `model.generate` with left padding (CPU / smoke; no vLLM); a progress bar titled
-    `desc`, or none when it is None."""
+    """Batched `model.generate` with left padding (CPU / smoke; no vLLM); one line titled `desc`
+    when the pass ends, or none when it is None."""
     import torch
 
-    eos, bar, results = _eos_ids(model, tokenizer), _progress(len(prompts), desc), []
+    eos, bar, results = _eos_ids(model, tokenizer), _PassLine(desc), []
     torch.manual_seed(settings.seed)
     for start in range(0, len(prompts), settings.batch_size):
         batch = list(prompts[start : start + settings.batch_size])
@@ -175,7 +168,7 @@ def generate_vllm(
     token_prompts = [
         {"prompt_token_ids": tokenizer(p, add_special_tokens=False)["input_ids"]} for p in prompts
     ]
-    bar = _progress(len(prompts), "vLLM" if progress else None)
+    bar = _PassLine("vLLM" if progress else None)
     outputs = model.fast_generate(
         token_prompts, sampling_params=params, lora_request=lora_request, use_tqdm=False
     )
@@ -331,7 +324,7 @@ def generate_or_reuse(
     print(describe_reuse(side, reused, len(prompts), folder), flush=True)
     if generate is generate_side:  # one line for the whole pass, not one per batch
         generate = functools.partial(generate_side, progress=False)
-    bar = _progress(len(prompts) - reused, side if reused < len(prompts) else None)
+    bar = _PassLine(side if reused < len(prompts) else None)
     answers: list[list[Generation]] = []
     for path, batch, found in zip(paths, batches, saved, strict=True):
         if found is None:

@@ -55,12 +55,14 @@ class Instrument:
 def standard_callbacks(
     run: RunFolder | Path, tokenizer: Any, profile: Profile, config: GRPOConfig, *,
     writer: bool = True, heldout: bool = True, adapter: bool = True,
+    heldout_rows: Sequence[dict[str, str]] | None = None,
 ) -> list[Any]:
     """Notebook 05's callbacks, in its order: held-out accuracy, live plot, adapter, step timer.
 
     `writer` is False on every process but the first (one writer for the figure and the log);
     `heldout` False where one process cannot generate alone (several processes); `adapter` False
-    under ZeRO-3, whose sharded LoRA is gathered once at the end instead.
+    under ZeRO-3, whose sharded LoRA is gathered once at the end instead. `heldout_rows`: the
+    held-out problems, when the caller has them already (default: loaded for the profile).
     """
     from helpers.data import load_gsm8k
     from helpers.evaluation import decoding_settings
@@ -68,8 +70,8 @@ def standard_callbacks(
     run = as_run(run)
     callbacks: list[Any] = []
     if writer and heldout:
-        # Held-out problems, never trained on.
-        rows = load_gsm8k("test", profile, limit=profile.heldout_during_training)
+        rows = heldout_rows if heldout_rows is not None else load_gsm8k(  # never trained on
+            "test", profile, limit=profile.heldout_during_training)
         callbacks.append(HeldOutAccuracy(tokenizer, list(rows), decoding_settings(profile), run,
                                          every=heldout_every(config.max_steps)))
     if writer:
@@ -141,13 +143,16 @@ def trainer_callbacks(trainer: Any) -> list[str]:
 def check_trainer(trainer: Any, run: RunFolder | Path, profile: Profile) -> None:
     """Stop unless `trainer` is the run build_trainer assembles (what the script trains).
 
-    Compares the reward functions, the course's callbacks with their settings, and the number
-    of training rows; check_config has already compared the config.
+    Compares the reward functions, and the course's callbacks with their settings (held-out
+    scoring on the profile's number of problems); check_config has already compared the config.
     """
     from helpers.rewards import REWARD_FUNCS
 
-    expected = [describe_callback(c) for c in standard_callbacks(
-        run, trainer.processing_class, profile, trainer.args)]
+    scorer = next((c for c in trainer.callback_handler.callbacks
+                   if isinstance(c, HeldOutAccuracy)), None)
+    scored = scorer.rows if scorer and len(scorer.rows) == profile.heldout_during_training else None
+    expected = [describe_callback(c) for c in standard_callbacks(  # the trainer's rows, not again
+        run, trainer.processing_class, profile, trainer.args, heldout_rows=scored)]
     expected.append(describe_callback(CompletionSampler(
         trainer, as_run(run), every=sample_every(trainer.args.max_steps))))
     rewards = [f.__name__ for f in trainer.reward_funcs]

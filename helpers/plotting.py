@@ -56,7 +56,7 @@ def _band(ax: Any, log: LogHistory, low_key: str, high_key: str, **style: Any) -
         ax.fill_between(steps, [lows[s] for s in steps], [highs[s] for s in steps], **style)
 
 
-def _legend_above(ax: Any, rows_of_entries: int = 1) -> None:
+def _legend_above(ax: Any) -> None:
     """A legend in headroom added above the data, so that it covers no line."""
     handles, _ = ax.get_legend_handles_labels()
     if not handles:

@@ -125,7 +125,8 @@ class RunFolder:
     @property
     def exports(self) -> Path:
         """Where notebook 07 writes exports: export/ here, but never on Drive (GBs, not MBs)."""
-        return self.local if self.local != self.root else self.root / EXPORTS
+        local = self.local
+        return local if local != self.root else local / EXPORTS
 
     @classmethod
     def of_checkpoints(cls, checkpoints: Path) -> RunFolder | None:
