@@ -11,10 +11,12 @@ The lesson: what a notebook teaches, shown on its page
     trl_compare      the from-scratch loss and gradient against trl's         08
     memory_probe     measured memory of the tiny model; bench/grpo_vs_trl     08
     toy_r1           DeepSeek-R1's recipe on a toy task                       08, 09
+    ablations        one knob moved over seeds: arms, runs, verdicts, plots   11
 
 The page: what every notebook's first cells and checks use
     prelude, session the first cells: warnings, hardware, profile, seed       all
     course           where the course is published, what a notebook installs  all
+    journey          the Colab journey in minutes, per notebook, adding up    00
     stack            the installed versions against the pins                  00
     show, diagrams   code shown from here; concept diagrams drawn by code     01-08
     checking         the checker of a learner's edited cell                   08
@@ -32,7 +34,7 @@ The run's engine: a T4 run that survives a disconnect (05 trains, 06 evaluates, 
     logs, health     trl's log history, and the health check that reads it    05, 06
     plotting         the training figure and the other pictures               02, 03, 05, 06
     evaluation       generation, scoring, the answer cache: base vs trained   05-07
-    stats            intervals, pass@k and paired tests                       06, 07, 09
+    stats            intervals, pass@k, paired tests, seed-to-seed verdicts   06, 07, 09, 11
     export           merge, GGUF, the merged model in plain transformers      07
     launch           one process with unsloth, or several with peft           10
     smoke_model      the committed smoke model, checked before use            CPU

@@ -6,7 +6,7 @@ runtime metadata, its header line about Colab and its bootstrap cell from this f
 
 from __future__ import annotations
 
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Literal
 
 # The repository Colab clones, and the pinned tag it checks out (never a moving branch).
@@ -21,7 +21,7 @@ Install = Literal["full", "light"]
 # of Colab's own torch (locks/light.txt), on any runtime. Only this table decides; a test fails
 # when a notebook has no entry or an entry has no notebook.
 NOTEBOOK_INSTALLS: dict[str, Install] = {
-    "setup": "full",  # imports the whole GPU stack, vLLM included, to check it
+    "setup": "light",  # shows the GPU through Colab's torch and the lock as text: no GPU stack
     "load_4bit_lora": "full",
     "gsm8k_formatting": "light",
     "reward_design": "light",
@@ -32,12 +32,19 @@ NOTEBOOK_INSTALLS: dict[str, Install] = {
     "grpo_from_scratch": "light",
     "r1_recipe_toy": "light",
     "scaling_up": "light",
+    "ablation_lab": "light",  # trains the smoke model on a CPU; reads the stored grid
 }
 # The Colab runtime a "full" notebook asks for (its notebook metadata).
 COLAB_GPU = "T4"
-# How long each install takes on Colab, as the first cell and the header say. Full: an estimate
-# (about 3.5 GB of downloads on Colab's image); light: measured on a stand-in (docs/colab.md).
-INSTALL_MINUTES: dict[Install, str] = {"full": "3-5 min", "light": "1-2 min"}
+# How long each install takes on Colab, as the first cell and the header say: measured with uv on
+# a Python 3.13 + torch 2.11 stand-in for Colab's image (full 2 min 33 s, light 40 s, fetching uv
+# included; docs/colab.md, "Two installs"), not yet on Colab itself.
+INSTALL_MINUTES: dict[Install, str] = {"full": "2-3 min", "light": "1 min"}
+# What the first run of a full notebook asks of the learner after its install, said in every full
+# notebook's header before the first cell; None: no restart. The full install replaces setuptools
+# and certifi under a running Colab kernel, and neither stale copy can break a later cell
+# (docs/colab.md, "The first cell and restarts"), so the first cell goes on without one.
+FULL_INSTALL_RESTART: str | None = None
 
 
 def notebook_key(name: str) -> str:
@@ -59,3 +66,18 @@ def notebook_install(name: str) -> Install:
 def needs_gpu(name: str) -> bool:
     """True for a notebook that only means something on a GPU runtime (the full install)."""
     return notebook_install(name) == "full"
+
+
+LOCKS = Path(__file__).resolve().parent.parent / "locks"
+LOCK_FILES: dict[Install, str] = {"full": "t4.txt", "light": "light.txt"}  # ampere.txt = t4.txt
+
+
+def lock_pins(install: Install) -> dict[str, str]:
+    """{package: version} of an install's lock, read as text: nothing of it is imported, so a
+    light runtime can show what the full notebooks will install."""
+    pins = {}
+    for line in (LOCKS / LOCK_FILES[install]).read_text().splitlines():
+        name, sep, version = line.split("#")[0].strip().partition("==")
+        if sep:
+            pins[name.strip().lower().replace("_", "-")] = version.strip()
+    return pins

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from helpers.profiles import Profile
 
 HUB_TOKEN_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-GGUF_DEFAULT_MAX_BILLIONS = 5.0  # GGUF is off by default above this: ~35 GB of disk for a 7B
 # A quantized GGUF's size as a fraction of the 16-bit model (bits per weight / 16).
 GGUF_FRACTION = {"q4_k_m": 0.30, "q5_k_m": 0.36, "q8_0": 0.53, "f16": 1.0}
 
@@ -73,17 +72,21 @@ def billions_of_parameters(profile: Profile) -> float:
     return (arch.linear_params() + arch.embedding_params()) / 1e9
 
 
-def gguf_skip_reason(profile: Profile, hw: Hardware) -> str | None:
-    """Why GGUF export is skipped by default here, or None when it runs by default."""
+def gguf_skip_reason(profile: Profile, hw: Hardware, asked: bool) -> str | None:
+    """Why the GGUF export does not run here, or None when it runs: it is opt-in (`asked`, the
+    EXPORT_GGUF flag) on every profile, and needs a GPU profile even then."""
+    if not asked:
+        disk = ("a GPU profile" if profile.synthetic_data else
+                f"about {disk_need_gb(profile, 'gguf'):.0f} GB of free disk on this profile")
+        return (
+            "GGUF export is off (EXPORT_GGUF = False at the top of this cell): set it to True to "
+            "build the llama.cpp file too, which costs a few more minutes of GPU time (llama.cpp "
+            f"is fetched or compiled once) and needs {disk}."
+        )
     if profile.synthetic_data or not hw.cuda:
         return (
             f"GGUF export skipped in the {profile.name} profile: it runs on a GPU profile only, "
             "because it compiles llama.cpp (cmake, a C++ compiler, internet access, minutes)."
-        )
-    if billions_of_parameters(profile) > GGUF_DEFAULT_MAX_BILLIONS:
-        return (
-            f"GGUF export is off by default for the {profile.name} profile: a 7B+ model needs "
-            "~35 GB of free disk and half an hour for it; set EXPORT_GGUF = True to run it anyway."
         )
     return None
 

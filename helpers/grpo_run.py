@@ -86,10 +86,13 @@ def standard_callbacks(
 def build_trainer(
     model: Any, tokenizer: Any, config: GRPOConfig, profile: Profile, run: RunFolder | Path, *,
     callbacks: Sequence[Any] = (), train_dataset: Any = None, sample_completions: bool = True,
-    instrument: Instrument | None = None,
+    instrument: Instrument | None = None, reward_funcs: Sequence[Any] | None = None,
 ) -> GRPOTrainer:
     """trl's GRPOTrainer for the course's run: its data, rewards and weights, the given callbacks,
-    and (with `sample_completions`) the completion sampler that reads the trainer itself."""
+    and (with `sample_completions`) the completion sampler that reads the trainer itself.
+
+    `reward_funcs` replaces the course's rewards (notebook 11's reward arms; the config's
+    reward_weights must match them)."""
     from transformers.utils.notebook import NotebookProgressCallback
     from trl import GRPOTrainer
 
@@ -97,7 +100,7 @@ def build_trainer(
     from helpers.rewards import REWARD_FUNCS
 
     instrument = instrument or Instrument()
-    rewards = list(REWARD_FUNCS)
+    rewards = list(REWARD_FUNCS if reward_funcs is None else reward_funcs)
     if instrument.wrap_first_reward is not None:
         rewards[0] = instrument.wrap_first_reward(rewards[0])
     trainer = GRPOTrainer(

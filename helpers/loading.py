@@ -10,17 +10,18 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TextIO
 
+from helpers.hardware import Hardware, detect_hardware
 from helpers.profiles import SMOKE_MODEL, Profile
-
-if TYPE_CHECKING:
-    from helpers.profiles import Profile
-
-if TYPE_CHECKING:
-    from helpers.profiles import Profile
 
 # All attention and MLP projections, as unsloth's GRPO notebooks do.
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -58,6 +59,65 @@ def lora_kwargs(profile: Profile) -> dict[str, object]:
     }
 
 
+# vLLM's first start in a runtime, in minutes (low, high): an estimate until a GPU measures it
+# (`make gpu-check` times it). On a T4 unsloth turns on FlashInfer attention and its sampler,
+# which nvcc JIT-compiles on Colab's 2 vCPUs; torch inductor and CUDA-graph capture follow.
+VLLM_FIRST_START_MINUTES = (3, 10)
+NO_FLASHINFER = "UNSLOTH_VLLM_NO_FLASHINFER"  # unsloth_zoo's switch: Triton attention instead
+
+
+def vllm_start_note(profile: Profile, hw: Hardware,
+                    environ: dict[str, str] | None = None) -> str | None:
+    """The line said before vLLM's first start, or None where no vLLM starts (CPU, smoke)."""
+    if not (profile.fast_inference and hw.cuda):
+        return None
+    environ = dict(os.environ) if environ is None else environ
+    low, high = VLLM_FIRST_START_MINUTES
+    flashinfer = environ.get(NO_FLASHINFER, "0") == "0"
+    sm = "".join(map(str, hw.compute_capability or ()))
+    compiles = (f"FlashInfer's attention and sampler kernels for this GPU (sm{sm}), JIT-built "
+                "into unsloth_compiled_cache, then " if flashinfer else "")
+    fallback = (f"; if it fails, set os.environ[\"{NO_FLASHINFER}\"] = \"1\" before importing "
+                "unsloth (Runtime → Restart session first) to use Triton attention instead"
+                if flashinfer else f" ({NO_FLASHINFER} is set: Triton attention, no FlashInfer)")
+    return (f"vLLM's first start compiles {compiles}torch inductor's graphs and the CUDA-graph "
+            f"capture: about {low}-{high} min (an estimate, not yet measured on a GPU), once per "
+            f"runtime{fallback}.")
+
+
+def _ticker(stream: TextIO, started: float, stop: threading.Event, every: float) -> None:
+    while not stop.wait(every):
+        minutes, seconds = divmod(int(time.perf_counter() - started), 60)
+        stream.write(f"... vLLM still starting: {minutes} min {seconds:02d} s so far\n")
+        stream.flush()
+
+
+@contextlib.contextmanager
+def vllm_start_announced(profile: Profile, hw: Hardware | None = None,
+                         every: float = 60.0) -> Iterator[None]:
+    """Around a load that starts vLLM: say what compiles and for how long, tick while it runs
+    (unsloth's call blocks and reports no progress of its own), and say how long it took.
+
+    Silent where no vLLM starts. `hw=None` reads the machine.
+    """
+    note = vllm_start_note(profile, detect_hardware() if hw is None else hw)
+    if note is None:
+        yield
+        return
+    stream = sys.stdout  # the cell's output, kept even while a load redirects stdout
+    print(note, flush=True)
+    started, stop = time.perf_counter(), threading.Event()
+    thread = threading.Thread(target=_ticker, args=(stream, started, stop, every), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+    seconds = time.perf_counter() - started
+    stream.write(f"vLLM started in {seconds / 60:.1f} min.\n")
+
+
 def load_trained(
     profile: Profile,
     adapter_dir: Path,
@@ -76,8 +136,9 @@ def load_trained(
     kwargs = {**load_kwargs(profile), "model_name": str(adapter_dir), "load_in_4bit": load_in_4bit}
     if fast_inference is not None:
         kwargs["fast_inference"] = fast_inference
-    with contextlib.redirect_stdout(io.StringIO()) as said:  # unsloth prints absolute paths
-        model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
+    with vllm_start_announced(replace(profile, fast_inference=bool(kwargs["fast_inference"]))):
+        with contextlib.redirect_stdout(io.StringIO()) as said:  # unsloth prints absolute paths
+            model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
     print(shorten_paths(said.getvalue()), end="")
     FastLanguageModel.for_inference(model)
     return model, tokenizer
@@ -101,7 +162,8 @@ def load_unsloth(profile: Profile) -> tuple[Any, Any]:
 
     from helpers.loading import load_kwargs, lora_kwargs
 
-    model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
+    with vllm_start_announced(profile):
+        model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
     return FastLanguageModel.get_peft_model(model, **lora_kwargs(profile)), tokenizer
 
 

@@ -32,6 +32,10 @@ HARMLESS_WARNINGS: tuple[tuple[str, type[Warning], str], ...] = (
     # grad mode off. (A LoRA that really got no gradient would show in that notebook's check
     # that its B matrices changed.)
     ("None of the inputs have requires_grad=True", UserWarning, r"torch\.utils\.checkpoint"),
+    # Colab's image ships torchcodec built for its torch 2.11; the full install brings torch 2.9,
+    # and unsloth, finding the mismatch at import, warns and switches torchcodec off. The course
+    # decodes no audio or video, so off is right and the pip remedy it suggests is not needed.
+    (r"torchcodec \S+ is incompatible with torch ", UserWarning, ""),
 )
 
 

@@ -7,6 +7,7 @@ a paired bootstrap); notebook 09 and the benchmarks use the same functions.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,3 +88,55 @@ def describe_paired(test: dict[str, Any]) -> str:
         f"{test['fixed']} fixed, {test['broken']} broken, McNemar p = {test['mcnemar_p']:.2g}; "
         f"{verdict}."
     )
+
+
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile (0.5 <= q < 1) for `df` degrees of freedom, by bisection on its CDF.
+
+    The CDF is the density integrated from 0 with Simpson's rule: exact to ~1e-6 here, and no
+    SciPy needed for the one quantile the seed comparisons use.
+    """
+    if not 0.5 <= q < 1 or df <= 0:
+        raise ValueError(f"Need 0.5 <= q < 1 and df > 0, got q={q}, df={df}.")
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def cdf(x: float, steps: int = 2000) -> float:
+        h = x / steps
+        f = [math.exp(log_c - (df + 1) / 2 * math.log1p((i * h) ** 2 / df))
+             for i in range(steps + 1)]
+        return 0.5 + h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
+
+    low, high = 0.0, 1.0
+    while cdf(high) < q:
+        high *= 2
+    for _ in range(50):
+        mid = (low + high) / 2
+        low, high = (mid, high) if cdf(mid) < q else (low, mid)
+    return (low + high) / 2
+
+
+def mean_difference(a: Sequence[float], b: Sequence[float],
+                    level: float = 0.95) -> tuple[float, float, float]:
+    """mean(a) - mean(b) with Welch's t interval: two groups of runs, unequal spreads allowed."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"Need at least two runs on each side, got {len(a)} and {len(b)}.")
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = t_quantile(0.5 + level / 2, df) * math.sqrt(va + vb)
+    return diff, diff - half, diff + half
+
+
+VERDICTS = ("helps", "hurts", "within the seed spread")
+
+
+def verdict(arm: Sequence[float], reference: Sequence[float],
+            level: float = 0.95) -> dict[str, Any]:
+    """How an arm's gains over seeds compare with the reference arm's: the difference of means,
+    its interval, and "helps" or "hurts" when the interval leaves 0, else "within the seed
+    spread"."""
+    diff, low, high = mean_difference(arm, reference, level)
+    said = VERDICTS[0] if low > 0 else VERDICTS[1] if high < 0 else VERDICTS[2]
+    return {"difference": diff, "low": low, "high": high, "verdict": said}

@@ -9,11 +9,14 @@ reads helpers/course.py, itself plain Python, from the clone by path).
 - A stamp file is written only after `install_stack.py colab` succeeds, naming the install; a
   full install also serves a light notebook. Without a matching stamp, a rerun of the cell
   installs again (an interrupted or failed install is retried, not skipped).
-- pip's output is relayed line by line, so the cell shows progress.
+- The installer's output is relayed line by line, so the cell shows progress.
 - If the install changed a package this session had already imported, the cell stops with
   "Runtime → Restart session, then run all again": Python keeps the old copy in memory until a
   restart, and "Run all" must not go on in a stale session. After the restart the stamp makes the
-  rerun skip the install.
+  rerun skip the install. The exception is STALE_IS_SAFE: packages whose old copy in memory was
+  checked, from their code, to break nothing the notebooks do later, at the version the locks
+  install (docs/colab.md, "The first cell and restarts", has the table); for those the cell says
+  so in one line and goes on.
 """
 
 from __future__ import annotations
@@ -32,6 +35,23 @@ from types import ModuleType
 
 RESTART = "Runtime → Restart session, then run all again"
 FULL = "full"
+# What a fresh Colab kernel has imported and the full install upgrades, checked to be harmless
+# when left stale in memory: {distribution: (the version it was checked at, why)}. The check
+# holds for that new version only: another version asks for a restart until it is checked again
+# (tests/test_locks.py fails when a lock moves one of these).
+STALE_IS_SAFE: dict[str, tuple[str, str]] = {
+    "certifi": ("2026.10.19.post1", (
+        "its code is unchanged (only __version__ and cacert.pem differ); where() returns the path "
+        "of cacert.pem, which the install replaced in place, so the old module hands out the new "
+        "bundle, and nothing the notebooks run reads certifi.__version__")),
+    "setuptools": ("80.10.2", (
+        "the kernel holds only pkg_resources (imported by google/__init__.py) and the "
+        "distutils-precedence hook; none of the course's packages calls pkg_resources, and what "
+        "later imports setuptools (torch.utils.cpp_extension, for torch.compile and vLLM) gets "
+        "the new setuptools, which needs nothing from the old pkg_resources; checked by building "
+        "a C++ extension and a torch.compile kernel in a process with setuptools 75.2.0's "
+        "pkg_resources loaded and 80.10.2 on disk")),
+}
 
 
 def stamp_path(course_dir: Path) -> Path:
@@ -123,13 +143,29 @@ def changed_versions(before: dict[str, str]) -> dict[str, tuple[str, str]]:
     return changed
 
 
+def needs_restart(changed: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """The changes a restart is needed for: all but those STALE_IS_SAFE, at the version checked."""
+    return {dist: (old, new) for dist, (old, new) in changed.items()
+            if STALE_IS_SAFE.get(dist, ("",))[0] != new}
+
+
+def listed(changed: dict[str, tuple[str, str]]) -> str:
+    return ", ".join(f"{dist} {old} → {new}" for dist, (old, new) in sorted(changed.items()))
+
+
+def stale_note(changed: dict[str, tuple[str, str]]) -> str:
+    """One line for upgrades of imported packages that need no restart."""
+    return (f"The install upgraded {listed(changed)}, which this session had imported; their old "
+            "copy in memory breaks nothing later, so no restart is needed (docs/colab.md, \"The "
+            "first cell and restarts\").")
+
+
 def restart_message(changed: dict[str, tuple[str, str]]) -> str:
     """Why the cell stops, and what to do: restart, then run all (the install is not repeated)."""
-    listed = ", ".join(f"{dist} {old} → {new}" for dist, (old, new) in sorted(changed.items()))
     return (
-        f"{RESTART}. The install succeeded, but it changed {listed}, which this session had "
-        "already imported, and Python keeps the old copy until a restart; after the restart "
-        "this cell skips the install."
+        f"{RESTART}. The install succeeded, but it changed {listed(changed)}, which this "
+        "session had already imported, and Python keeps the old copy until a restart; after the "
+        "restart this cell skips the install."
     )
 
 
@@ -169,7 +205,7 @@ def ensure_stack(
     `notebook` is the notebook's name (its install comes from helpers/course.py; none: the full
     install). `modules` stands for sys.modules (what this session has imported). Raises
     SystemExit with the fix when the install fails, and with RESTART when it changed a package
-    this session had imported.
+    this session had imported (unless that package is STALE_IS_SAFE at the version installed).
     """
     course_dir = Path(course_dir)
     settings = course_settings(course_dir) if notebook else None
@@ -177,8 +213,9 @@ def ensure_stack(
     if is_installed(course_dir, kind):
         print(f"The {installed_kind(course_dir)} install is already in this runtime.")
         return False
-    minutes = settings.INSTALL_MINUTES[kind] if settings else "3-5 min"
-    print(f"Installing the {kind} stack ({minutes}; pip's progress follows)...", flush=True)
+    minutes = settings.INSTALL_MINUTES[kind] if settings else "2-3 min"
+    print(f"Installing the {kind} stack ({minutes}; the installer's progress follows)...",
+          flush=True)
     before = loaded_versions(modules)
     command = [sys.executable, str(course_dir / "scripts" / "install_stack.py"), "colab"]
     returncode = run(command + (["--light"] if kind == "light" else []))
@@ -186,6 +223,8 @@ def ensure_stack(
         raise SystemExit(failure_message(returncode))
     stamp_path(course_dir).write_text(stamp_text(course_dir, kind))
     changed = changed_versions(before)
-    if changed:
+    if needs_restart(changed):
         raise SystemExit(restart_message(changed))
+    if changed:
+        print(stale_note(changed), flush=True)
     return True

@@ -27,7 +27,8 @@ light install keeps (lock_stack.KEPT_ON_COLAB: torch) are added from the freeze,
 
 What this cannot see: Colab's own kernel launcher and IPython configuration are not public, so a
 module that they import in addition is missed. The bootstrap cell does not rely on this list: it
-compares what the session really imported with what the install changed, and asks for a restart.
+compares what the session really imported with what the install changed, and asks for a restart
+(unless the package is one colab_bootstrap.STALE_IS_SAFE lists, at the version checked).
 """
 
 from __future__ import annotations

@@ -177,6 +177,10 @@ def build_report(results: Sequence[StepResult], gpu: dict[str, Any], settings: d
         "steps_seconds": round(sum(r.seconds for r in results), 1),
         "peak_gpu_gib": round(max(peaks), 2) if peaks else None,
         "seconds_per_grpo_step": grpo.data.get("seconds_per_step") if grpo else None,
+        # vLLM's first start in a fresh process (with the model load): helpers.journey reads it
+        "vllm_first_start_seconds": next((round(r.seconds, 1) for r in results
+                                          if r.name == "load_4bit_vllm" and r.status == "pass"),
+                                         None),
         "steps": [asdict(r) for r in results],
     }
 

@@ -5,22 +5,30 @@
     python3 scripts/install_stack.py colab --light  # the same for a notebook that needs no GPU
     python3 scripts/install_stack.py gpu    # into the current environment (e.g. conda) + dev tools
 
-On a GPU every package comes from its GPU class's lock (locks/t4.txt, locks/ampere.txt, written
-by scripts/lock_stack.py): one resolve, every version exact, for CPython 3.13 or 3.12 (another
-Python stops with the fix). On Colab pip's cache is off (disk), and the packages a fresh Colab
+On a GPU every package comes from its GPU class's lock (locks/t4.txt, locks/ampere.txt, written by
+scripts/lock_stack.py): one resolve, every version exact, for CPython 3.13 or 3.12 (another Python
+stops with the fix). On Colab the lock is installed by uv (`uv pip install -r`, the same pins and
+index as pip, about twice as fast: docs/colab.md), itself put by pip into a temporary folder, not
+into the runtime; if uv cannot be had or fails, pip installs instead (`GRPO_COURSE_INSTALLER=pip`
+skips uv, to compare the two). No cache is kept on Colab (disk), and the packages a fresh Colab
 kernel has already imported keep Colab's versions when the lock's `# hold:` range allows (the
-choice is explained in lock_stack.py). `colab --light` installs locks/light.txt on top of
-Colab's own torch instead (no vLLM, no unsloth), or the full install if Colab's torch is outside
-the range those packages accept. On a CPU-only machine torch is pinned to a CPU build first and
-unsloth is installed without its dependencies, so nothing pulls the multi-GB CUDA torch.
+choice is explained in lock_stack.py). `colab --light` installs locks/light.txt on top of Colab's
+own torch instead (no vLLM, no unsloth), or the full install if Colab's torch is outside the range
+those packages accept. On a CPU-only machine torch is pinned to a CPU build first and unsloth is
+installed without its dependencies, so nothing pulls the multi-GB CUDA torch.
 
-pip's output streams as it runs. Exit status 0 means installed; on failure the last two lines
-say what failed and the fix (exit status 2: this Python cannot take the locks).
+The installer's output streams as it runs; pip's list of conflicts with packages that Colab
+preinstalls and the course never imports (KNOWN_CONFLICTS) becomes one sentence. Exit status 0
+means installed; on failure the last two lines say what failed and the fix (exit status 2: this
+Python cannot take the locks).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,7 +58,20 @@ FIX_LOCAL = ("delete .venv (or the environment) and rerun `make`; if a pinned ve
              "missing, regenerate the locks with `make lock`.")
 WRONG_PYTHON = 2  # the exit status when this Python cannot take the locks
 THIS_PYTHON = tuple(sys.version_info[:2])
-HEARTBEAT_S = 30.0  # a line at least this often while pip downloads in silence
+HEARTBEAT_S = 30.0  # a line at least this often while the installer works in silence
+# Colab's installer: pinned, so every runtime installs the same way. Measured on a Colab stand-in
+# (docs/colab.md, "Two installs"): the full lock in 2 min 33 s with uv against 4 min 32 s with pip.
+UV = "uv==0.13.9"
+INSTALLER_ENV = "GRPO_COURSE_INSTALLER"  # "pip": skip uv on Colab (to time pip against it)
+# pip lists, after an install, every installed package whose own requirements the new versions
+# break. On Colab these preinstalled packages always show up; the course never imports them, and
+# Colab's image ships them with the same kind of conflict, so the list becomes one sentence.
+KNOWN_CONFLICTS = {
+    "google-colab": "pins the pandas Colab shipped",
+    "cuda-python": "pins the cuda-bindings Colab shipped",
+}
+CONFLICTS_HEADER = "ERROR: pip's dependency resolver does not currently take into account"
+CONFLICT = re.compile(r"^(\S+) \S+ requires .+(which is incompatible|which is not installed)\.$")
 STARTED = time.monotonic()
 
 
@@ -77,24 +98,61 @@ def gpu_from_nvidia_smi() -> Hardware | None:
     return Hardware(True, name, float(memory.split()[0]) / 1024, (major, minor))
 
 
-def stream(cmd: list[str]) -> subprocess.CompletedProcess:
+class ConflictFilter:
+    """Holds back pip's list of dependency conflicts: the known ones (KNOWN_CONFLICTS) become one
+    sentence, anything else is printed as pip wrote it."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []  # the header and the conflict lines, while they come
+
+    def feed(self, line: str) -> list[str]:
+        """The lines to print now, for one line of pip's output."""
+        if line.startswith(CONFLICTS_HEADER):
+            self.held = [line]
+            return []
+        if self.held and CONFLICT.match(line.strip()):
+            self.held.append(line)
+            return []
+        return [*self.flush(), line]
+
+    def flush(self) -> list[str]:
+        """What the held lines become: one sentence for the known conflicts, the rest verbatim."""
+        header, conflicts = self.held[:1], self.held[1:]
+        self.held = []
+        known = [c for c in conflicts if CONFLICT.match(c.strip()).group(1) in KNOWN_CONFLICTS]
+        unknown = [c for c in conflicts if c not in known]
+        lines = [*header, *unknown] if unknown or (header and not known) else []
+        if known:
+            names = sorted({CONFLICT.match(c.strip()).group(1) for c in known})
+            why = "; ".join(f"{name} {KNOWN_CONFLICTS[name]}" for name in names)
+            lines.append(f"Note: pip lists {len(known)} conflict(s) with packages Colab "
+                         f"preinstalls and the course never imports ({why}); they are expected "
+                         "and harmless.\n")
+        return lines
+
+
+def stream(cmd: list[str], tool: str = "pip") -> subprocess.CompletedProcess:
     """Run cmd, printing its output live (and a heartbeat in long silences); keep the tail."""
     tail: deque[str] = deque(maxlen=40)
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     last = [time.monotonic()]
     done = threading.Event()
+    conflicts = ConflictFilter()
 
     def heartbeat() -> None:
         while not done.wait(min(5.0, HEARTBEAT_S / 2)):
             if time.monotonic() - last[0] >= HEARTBEAT_S:
-                print(f"  ... pip is still working ({elapsed()} elapsed)", flush=True)
+                print(f"  ... {tool} is still working ({elapsed()} elapsed)", flush=True)
                 last[0] = time.monotonic()
 
     threading.Thread(target=heartbeat, daemon=True).start()
     for line in process.stdout:
-        print(line, end="", flush=True)
+        for shown in conflicts.feed(line):
+            print(shown, end="", flush=True)
         tail.append(line)
         last[0] = time.monotonic()
+    for shown in conflicts.flush():
+        print(shown, end="", flush=True)
     returncode = process.wait()
     done.set()
     return subprocess.CompletedProcess(cmd, returncode, stdout="".join(tail), stderr="")
@@ -169,12 +227,82 @@ def require_locked_python(colab: bool) -> None:
         raise SystemExit(WRONG_PYTHON)
 
 
+def fetch_uv(python: str, folder: Path) -> str | None:
+    """uv's binary, put by pip into `folder` (not into the runtime), or None when pip cannot."""
+    print(f"[{elapsed()}] fetching {UV}, the installer", flush=True)
+    result = try_pip(python, "--no-cache-dir", "--target", str(folder), UV, quiet=True)
+    binary = folder / "bin" / "uv"
+    return str(binary) if result.returncode == 0 and binary.is_file() else None
+
+
+def try_uv(uv: str, python: str, *args: str, quiet: bool) -> subprocess.CompletedProcess:
+    """`uv pip install` into `python`'s environment: one resolve of exact pins, from PyPI like pip;
+    no cache is kept (Colab's disk)."""
+    cmd = [uv, "pip", "install", "--python", python, "--no-cache", *args]
+    print(f"[{elapsed()}] $ uv pip install", " ".join(args), flush=True)
+    if quiet:
+        return subprocess.run(cmd, capture_output=True, text=True)
+    return stream(cmd, tool="uv")
+
+
+SEEN_VERSIONS = """
+import importlib.metadata as m, json, sys
+def seen(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
+print(json.dumps({name: seen(name) for name in json.loads(sys.stdin.read())}))
+"""
+
+
+def unseen_pins(python: str, requirements: Path) -> list[str]:
+    """The pins of `requirements` that `python` does not see at their version (after uv: where
+    uv put the packages is where this Python looks, or pip must install them)."""
+    from packaging.version import InvalidVersion, Version
+
+    pins = dict(line.split("==", 1) for line in requirements.read_text().split())
+    done = subprocess.run([python, "-c", SEEN_VERSIONS], input=json.dumps(list(pins)),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return list(pins)
+    seen = json.loads(done.stdout)
+
+    def same(found: str | None, pinned: str) -> bool:
+        try:
+            return found is not None and Version(found) == Version(pinned)
+        except InvalidVersion:
+            return found == pinned
+
+    return [f"{p}=={v}" for p, v in pins.items() if not same(seen.get(p), v)]
+
+
+def install_requirements(python: str, requirements: Path, quiet: bool, colab: bool) -> None:
+    """One requirements file in one resolve: with uv on Colab, pip when uv fails or elsewhere."""
+    if colab and os.environ.get(INSTALLER_ENV, "uv") == "pip":
+        print(f"{INSTALLER_ENV}=pip: installing with pip.", flush=True)
+    elif colab:
+        uv = fetch_uv(python, requirements.parent / "uv")
+        if uv is None:
+            print(f"{UV} could not be installed, so pip installs the stack instead (slower).",
+                  flush=True)
+        elif try_uv(uv, python, "-r", str(requirements), quiet=quiet).returncode != 0:
+            print("uv failed (its error is above), so pip installs the stack instead (slower).",
+                  flush=True)
+        elif unseen := unseen_pins(python, requirements):
+            print(f"uv finished, but this Python does not see {len(unseen)} of the pins (e.g. "
+                  f"{unseen[0]}), so pip installs the stack instead (slower).", flush=True)
+        else:
+            return
+    pip(python, "-r", str(requirements), quiet=quiet, colab=colab)
+
+
 def install_pins(python: str, name: str, pins: dict[str, str], quiet: bool, colab: bool) -> None:
-    """`pins` ({package: version}) in one pip resolve, from a requirements file."""
+    """`pins` ({package: version}) in one resolve, from a requirements file."""
     with tempfile.TemporaryDirectory() as tmp:
         requirements = Path(tmp) / f"{name}.txt"
         requirements.write_text("".join(f"{p}=={v}\n" for p, v in sorted(pins.items())))
-        pip(python, "-r", str(requirements), quiet=quiet, colab=colab)
+        install_requirements(python, requirements, quiet, colab)
 
 
 def kept_notes(lock: Lock, pins: dict[str, str]) -> str:
@@ -184,7 +312,7 @@ def kept_notes(lock: Lock, pins: dict[str, str]) -> str:
 
 
 def install_locked(python: str, gpu: Hardware, quiet: bool, colab: bool) -> None:
-    """Every package at its locked version for this GPU class, in one pip resolve."""
+    """Every package at its locked version for this GPU class, in one resolve."""
     require_locked_python(colab)
     name = gpu_class(gpu)
     lock = read_lock(name)
@@ -217,7 +345,7 @@ def install_light(python: str, quiet: bool) -> bool:
               "full stack instead.", flush=True)
         return False
     pins = held_pins(lock, installed)
-    kept = {p: installed[p] for p in KEPT_ON_COLAB}  # named, so that pip leaves them alone
+    kept = {p: installed[p] for p in KEPT_ON_COLAB}  # named, so that uv or pip leaves them alone
     print(f"{len(pins)} packages from locks/{LIGHT}.txt on Colab's "
           f"{', '.join(f'{p} {v}' for p, v in kept.items())}{kept_notes(lock, pins)}", flush=True)
     install_pins(python, LIGHT, {**pins, **kept}, quiet, colab=True)

@@ -28,6 +28,7 @@ from helpers.course import (  # noqa: E402
     COLAB_GPU,
     COURSE_REF,
     COURSE_REPO,
+    FULL_INSTALL_RESTART,
     INSTALL_MINUTES,
     notebook_install,
     notebook_key,
@@ -91,9 +92,10 @@ def colab_line(notebook: str) -> str:
     """The title cell's line: which runtime, which install, and what to do without a GPU."""
     install = notebook_install(notebook)
     if install == "full":
+        restart = f" In a new runtime {FULL_INSTALL_RESTART}." if FULL_INSTALL_RESTART else ""
         return (f"{COLAB_LINE} this notebook asks for a {COLAB_GPU} GPU runtime, and its first "
-                f"cell installs the full stack ({INSTALL_MINUTES[install]}). No GPU? Runtime → "
-                f"Change runtime type → {COLAB_GPU} GPU, then Runtime → Run all.")
+                f"cell installs the full stack ({INSTALL_MINUTES[install]}).{restart} No GPU? "
+                f"Runtime → Change runtime type → {COLAB_GPU} GPU, then Runtime → Run all.")
     return (f"{COLAB_LINE} no GPU needed, any runtime will do: its first cell installs only the "
             f"light set, the course's packages on Colab's own torch ({INSTALL_MINUTES[install]}).")
 

@@ -55,8 +55,22 @@ def rewards_stand_ins(monkeypatch, module) -> None:
     monkeypatch.setattr(module, "REPEATS", 1)
 
 
+def ablation_stand_ins(monkeypatch, module) -> None:
+    from helpers.ablations import ARMS
+
+    rows = committed("ablations")["rows"]
+    by_arm = {row["arm"]: row for row in rows}
+
+    def one_run(name, seed, kernel, steps=None):
+        row = by_arm.get(name, rows[0])
+        return {**row, "arm": name, "knob": ARMS[name].knob, "seed": seed, "kernel_path": kernel}
+
+    monkeypatch.setattr(module, "one_run", one_run)
+
+
 STAND_INS = {"smoke_model": smoke_stand_ins, "toy_r1": toy_stand_ins,
-             "grpo_vs_trl": trl_stand_ins, "rewards": rewards_stand_ins}
+             "grpo_vs_trl": trl_stand_ins, "rewards": rewards_stand_ins,
+             "ablations": ablation_stand_ins}
 
 
 def bench_scripts() -> list[str]:

@@ -141,6 +141,50 @@ def test_the_cell_stops_for_a_restart_when_the_install_changed_an_imported_packa
     assert colab_bootstrap.is_installed(course)  # the install itself succeeded
 
 
+@pytest.mark.parametrize("new, stops", [("2.0", False), ("3.0", True)])
+def test_a_package_checked_safe_to_leave_stale_needs_no_restart_at_the_checked_version_only(
+        course, site, monkeypatch, capsys, new, stops):
+    """colabfake-dep is checked at 2.0: an upgrade to 2.0 goes on with one line, to 3.0 (not
+    checked) stops for a restart."""
+    monkeypatch.setitem(colab_bootstrap.STALE_IS_SAFE, "colabfake-dep", ("2.0", "checked"))
+    write_distribution(site, "colabfake-dep", "1.0", "colabfake_dep")
+    import colabfake_dep  # noqa: F401
+
+    def pip_changes_it(command):
+        write_distribution(site, "colabfake-dep", new, "colabfake_dep")
+        return 0
+
+    if stops:
+        with pytest.raises(SystemExit) as stop:
+            colab_bootstrap.ensure_stack(course, run=pip_changes_it)
+        assert str(stop.value.code).startswith(colab_bootstrap.RESTART)
+        assert "colabfake-dep 1.0 → 3.0" in str(stop.value.code)
+    else:
+        assert colab_bootstrap.ensure_stack(course, run=pip_changes_it) is True
+        out = capsys.readouterr().out
+        assert "upgraded colabfake-dep 1.0 → 2.0" in out and "no restart is needed" in out
+        assert "Restart session" not in out
+
+
+def test_todays_colab_upgrades_need_no_restart_and_any_other_one_does():
+    """The full install's upgrades of what Colab's kernel imported (docs/colab.md's table)."""
+    today = {"certifi": ("2026.7.22", "2026.10.19.post1"), "setuptools": ("75.2.0", "80.10.2")}
+    assert colab_bootstrap.needs_restart(today) == {}
+    pyzmq = {"pyzmq": ("26.2.1", "27.3.0")}
+    assert colab_bootstrap.needs_restart({**today, **pyzmq}) == pyzmq
+    newer = {"certifi": ("2026.7.22", "2026.12.1")}  # not the version that was checked
+    assert colab_bootstrap.needs_restart(newer) == newer
+
+
+def test_the_restart_table_in_the_docs_names_each_package_left_stale_and_why():
+    text = (ROOT / "docs" / "colab.md").read_text()
+    section = text.split("## The first cell and restarts")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    for name, (version, _) in colab_bootstrap.STALE_IS_SAFE.items():
+        row = next((r for r in rows if r.startswith(f"| {name} ")), None)
+        assert row is not None and f"→ {version}" in row and "no restart" in row, name
+
+
 def test_no_stop_when_nothing_imported_changed(course, site, capsys):
     write_distribution(site, "colabfake-dep", "1.0", "colabfake_dep")
     import colabfake_dep  # noqa: F401

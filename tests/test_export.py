@@ -121,11 +121,31 @@ def test_an_adapter_whose_local_base_is_gone_names_the_fix(tmp_path):
         check_base_exists(tmp_path)
 
 
-def test_gguf_runs_by_default_only_on_gpu_profiles_below_7b():
-    assert "llama.cpp" in gguf_skip_reason(SMOKE, CPU_ONLY)
-    assert gguf_skip_reason(PROFILES["t4"], TESLA_T4) is None
-    for name in ("t4-7b", "large"):
-        assert "EXPORT_GGUF = True" in gguf_skip_reason(PROFILES[name], A100_40GB)
+def test_gguf_is_opt_in_on_every_profile_and_needs_a_gpu_profile():
+    for name, profile in PROFILES.items():
+        off = gguf_skip_reason(profile, TESLA_T4, asked=False)
+        assert off.startswith("GGUF export is off (EXPORT_GGUF = False") and "set it to True" in off
+        assert "\n" not in off and off.count(". ") == 0, name  # one sentence: how, and the cost
+    assert "about 7 GB of free disk" in gguf_skip_reason(PROFILES["t4"], TESLA_T4, asked=False)
+    assert "llama.cpp" in gguf_skip_reason(SMOKE, CPU_ONLY, asked=True)
+    assert "GPU profile only" in gguf_skip_reason(PROFILES["t4"], CPU_ONLY, asked=True)
+    for name in ("t4", "t4-7b", "large"):  # asked for on a GPU: it runs (the disk check follows)
+        assert gguf_skip_reason(PROFILES[name], A100_40GB, asked=True) is None
+
+
+def notebook_07_gguf_cell() -> str:
+    cells = json.loads((ROOT / "notebooks" / "07_save_and_use.ipynb").read_text())["cells"]
+    return next("".join(c["source"]) for c in cells
+                if c["cell_type"] == "code" and "export_gguf(" in "".join(c["source"]))
+
+
+def test_07s_gguf_flag_is_at_the_top_of_its_cell_and_off():
+    """The flag is the cell's first assignment (a Colab checkbox), False, and not a parameter."""
+    first = next(line for line in notebook_07_gguf_cell().splitlines()
+                 if not line.startswith("#"))
+    assert first == 'EXPORT_GGUF = False  #@param {type:"boolean"}'
+    params = json.loads((ROOT / "notebooks" / "07_save_and_use.ipynb").read_text())["cells"][2]
+    assert "EXPORT_GGUF" not in "".join(params["source"])
 
 
 def test_disk_need_follows_the_model_size():
@@ -245,16 +265,12 @@ def test_gguf_export_keeps_only_the_quantized_file_in_a_finished_folder(tmp_path
 def test_a_failed_gguf_export_is_one_line_and_notebook_07_goes_on(tmp_path, capsys):
     """Run all must not stop after the work is saved: 07's GGUF cell, run as it is on the page
     with an export that fails as a llama.cpp build does, prints one sentence and returns."""
-    import json
-
-    cells = json.loads((ROOT / "notebooks" / "07_save_and_use.ipynb").read_text())["cells"]
-    source = next("".join(c["source"]) for c in cells
-                  if c["cell_type"] == "code" and "export_gguf(" in "".join(c["source"]))
+    source = notebook_07_gguf_cell().replace("EXPORT_GGUF = False", "EXPORT_GGUF = True")
 
     def failing_export(*args, **kwargs):
         raise RuntimeError("Unsloth: Failed to compile llama.cpp\ncmake: command not found")
 
-    page = {"EXPORT_GGUF": True, "GGUF_QUANTIZATION": "q4_k_m", "profile": PROFILES["t4"],
+    page = {"GGUF_QUANTIZATION": "q4_k_m", "profile": PROFILES["t4"],
             "hw": TESLA_T4, "model": None, "tokenizer": None, "export_dir": tmp_path,
             "preflight_disk": lambda *args: "Disk check: enough room."}
     code = source.replace("from helpers.export import export_gguf, gguf_failure, gguf_skip_reason",
@@ -264,3 +280,18 @@ def test_a_failed_gguf_export_is_one_line_and_notebook_07_goes_on(tmp_path, caps
     assert said[0] == "Disk check: enough room." and len(said) == 2
     assert said[1].startswith("GGUF export stopped (RuntimeError: Unsloth: Failed to compile")
     assert "merged model above are saved" in said[1] and said[1].count(". ") == 0
+
+
+def test_07s_gguf_cell_as_committed_exports_nothing_and_says_how_to_turn_it_on(tmp_path, capsys):
+    def export_called(*args, **kwargs):
+        raise AssertionError("the GGUF export ran although EXPORT_GGUF is False")
+
+    code = notebook_07_gguf_cell().replace(
+        "from helpers.export import export_gguf, gguf_failure, gguf_skip_reason",
+        "from helpers.export import gguf_failure, gguf_skip_reason")
+    page = {"GGUF_QUANTIZATION": "q4_k_m", "profile": PROFILES["t4"], "hw": TESLA_T4,
+            "model": None, "tokenizer": None, "export_dir": tmp_path, "export_gguf": export_called,
+            "preflight_disk": export_called}
+    exec(compile(code, "07-gguf-cell", "exec"), page)
+    said = capsys.readouterr().out.strip().splitlines()
+    assert said == [gguf_skip_reason(PROFILES["t4"], TESLA_T4, asked=False)]

@@ -160,6 +160,8 @@ def test_the_report_sums_up_and_round_trips_through_json(tmp_path: Path):
     assert report["passed"] is False  # a skipped step is not a pass
     assert report["peak_gpu_gib"] == 9.87 and report["seconds_per_grpo_step"] == 20.0
     assert report["steps_seconds"] == 155.2 and report["wall_seconds"] == 600.0
+    assert report["vllm_first_start_seconds"] == 95.2  # the journey table reads it
+    assert sample_report(passed=True)["vllm_first_start_seconds"] == 95.2
     path = g.write_report(report, g.report_path("Tesla T4", tmp_path))
     assert path.name == "tesla-t4.json"
     assert json.loads(path.read_text()) == report

@@ -2,8 +2,10 @@
 install that is one resolve of the lock."""
 
 import importlib.util
+import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -34,23 +36,34 @@ def test_dev_requirements_are_pinned_too():
     assert all("==" in line for line in install_stack.read_requirements("requirements-dev.txt"))
 
 
+def recorder(calls: list, tool: str = "", returncode: int = 0):
+    """A stand-in for try_pip (tool "") or try_uv ("uv"): records the arguments, with a
+    requirements file (`-r`) read in place of its path; uv's calls start with "uv"."""
+
+    def fake(*positional, quiet):
+        args = list(positional[2:] if tool else positional[1:])  # (uv,) python, *args
+        if "-r" in args:
+            at = args.index("-r") + 1
+            args[at] = Path(args[at]).read_text().splitlines()
+        calls.append(tuple(a if isinstance(a, str) else tuple(a) for a in
+                           ([tool] if tool else []) + args))
+        return subprocess.CompletedProcess(args, returncode=returncode)
+
+    return fake
+
+
 @pytest.fixture
 def recorded(monkeypatch):
-    """Each pip call's arguments, with a requirements file (`-r`) read in place of its path.
+    """Each pip or uv call's arguments (uv's start with "uv"), with a requirements file (`-r`)
+    read in place of its path. uv is there at once (fetch_uv is not run).
 
     It runs as on Colab's Python, the first the locks are checked for."""
     calls = []
     monkeypatch.setattr(install_stack, "THIS_PYTHON", tuple(map(int, PYTHONS[0].split("."))))
-
-    def fake_pip(python, *args, quiet):
-        args = list(args)
-        if "-r" in args:
-            at = args.index("-r") + 1
-            args[at] = Path(args[at]).read_text().splitlines()
-        calls.append(tuple(a if isinstance(a, str) else tuple(a) for a in args))
-        return subprocess.CompletedProcess(args, returncode=0)
-
-    monkeypatch.setattr(install_stack, "try_pip", fake_pip)
+    monkeypatch.setattr(install_stack, "try_pip", recorder(calls))
+    monkeypatch.setattr(install_stack, "try_uv", recorder(calls, "uv"))
+    monkeypatch.setattr(install_stack, "fetch_uv", lambda python, folder: "/fetched/uv")
+    monkeypatch.setattr(install_stack, "unseen_pins", lambda python, requirements: [])
     return calls
 
 
@@ -91,10 +104,87 @@ def test_colab_keeps_colabs_numpy_or_pillow_only_inside_the_hold_range(recorded,
     colab = {"numpy": "2.0.2", "pillow": "9.5.0"}  # numpy fits the lock's range, pillow does not
     monkeypatch.setattr(install_stack, "installed_version", colab.get)
     install_stack.install("python", TESLA_T4, [], quiet=True, colab=True)
-    ((no_cache, flag, lines),) = recorded
-    assert (no_cache, flag) == ("--no-cache-dir", "-r")  # Colab's disk is small
+    ((tool, flag, lines),) = recorded
+    assert (tool, flag) == ("uv", "-r")  # one uv resolve of the requirements file
     assert "numpy==2.0.2" in lines
     assert f"pillow=={read_lock('t4').pins['pillow']}" in lines
+
+
+def test_colab_installs_exactly_the_lock_with_uv_and_never_pip(recorded, monkeypatch):
+    monkeypatch.setattr(install_stack, "installed_version", {}.get)  # nothing held
+    install_stack.install("python", TESLA_T4, [], quiet=True, colab=True)
+    ((tool, flag, lines),) = recorded
+    lock = read_lock("t4")
+    assert (tool, flag) == ("uv", "-r")
+    assert lines == tuple(f"{p}=={v}" for p, v in sorted(lock.pins.items()))  # every pin, exact
+    assert len(lines) == len(lock.pins) == 206
+
+
+@pytest.mark.parametrize("uv_fails", ["cannot be fetched", "fails", "installs out of sight"])
+def test_colab_falls_back_to_pip_with_the_same_pins(monkeypatch, capsys, uv_fails):
+    calls = []
+    monkeypatch.setattr(install_stack, "THIS_PYTHON", tuple(map(int, PYTHONS[0].split("."))))
+    monkeypatch.setattr(install_stack, "installed_version", {}.get)
+    monkeypatch.setattr(install_stack, "try_pip", recorder(calls))
+    monkeypatch.setattr(install_stack, "try_uv", recorder(
+        calls, "uv", returncode=1 if uv_fails == "fails" else 0))
+    monkeypatch.setattr(install_stack, "fetch_uv", lambda python, folder: (
+        None if uv_fails == "cannot be fetched" else "/fetched/uv"))
+    monkeypatch.setattr(install_stack, "unseen_pins", lambda python, requirements: (
+        ["torch==2.9.0"] if uv_fails == "installs out of sight" else []))
+    install_stack.install("python", TESLA_T4, [], quiet=True, colab=True)
+    *uv, (no_cache, flag, lines) = calls
+    assert (no_cache, flag) == ("--no-cache-dir", "-r")  # Colab's disk is small
+    assert lines == tuple(f"{p}=={v}" for p, v in sorted(read_lock("t4").pins.items()))
+    assert len(uv) == (0 if uv_fails == "cannot be fetched" else 1)
+    assert "so pip installs the stack instead" in capsys.readouterr().out
+
+
+def test_after_uv_the_pins_this_python_does_not_see_are_named(tmp_path):
+    requirements = tmp_path / "t4.txt"
+    have = f"pytest=={version('pytest')}"
+    requirements.write_text(f"{have}\nno-such-package-xyz==1.0\npytest-other==0.0.1\n")
+    assert install_stack.unseen_pins(sys.executable, requirements) == [
+        "no-such-package-xyz==1.0", "pytest-other==0.0.1"]
+    requirements.write_text(f"{have}\n")
+    assert install_stack.unseen_pins(sys.executable, requirements) == []
+
+
+def test_the_installer_switch_makes_colab_install_with_pip(recorded, monkeypatch):
+    monkeypatch.setattr(install_stack, "installed_version", {}.get)
+    monkeypatch.setenv(install_stack.INSTALLER_ENV, "pip")
+    install_stack.install("python", TESLA_T4, [], quiet=True, colab=True)
+    ((no_cache, flag, lines),) = recorded
+    assert (no_cache, flag) == ("--no-cache-dir", "-r") and len(lines) == 206
+
+
+def test_uv_is_fetched_into_a_folder_by_pip_not_into_the_runtime(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_pip(python, *args, quiet):
+        calls.append(args)
+        target = Path(args[args.index("--target") + 1])
+        (target / "bin").mkdir(parents=True)
+        (target / "bin" / "uv").write_text("")
+        return subprocess.CompletedProcess(args, returncode=0)
+
+    monkeypatch.setattr(install_stack, "try_pip", fake_pip)
+    assert install_stack.fetch_uv("python", tmp_path / "uv") == str(tmp_path / "uv" / "bin" / "uv")
+    ((*flags, pinned),) = calls
+    assert pinned == install_stack.UV and re.fullmatch(r"uv==[\d.]+", pinned)  # one version
+    assert "--no-cache-dir" in flags and "--target" in flags
+    failed = recorder([], returncode=1)
+    monkeypatch.setattr(install_stack, "try_pip", failed)
+    assert install_stack.fetch_uv("python", tmp_path / "other") is None
+
+
+def test_uv_installs_into_the_given_python_without_a_cache_and_with_its_resolver(tmp_path):
+    fake_uv = tmp_path / "uv"
+    fake_uv.write_text("#!/bin/sh\necho \"$@\"\n")
+    fake_uv.chmod(0o755)
+    done = install_stack.try_uv(str(fake_uv), "/colab/python", "-r", "t4.txt", quiet=True)
+    assert done.stdout.split() == ["pip", "install", "--python", "/colab/python", "--no-cache",
+                                   "-r", "t4.txt"]  # no --no-deps: uv checks the lock, as pip
 
 
 def test_held_pins_keep_a_version_only_inside_its_range():
@@ -122,6 +212,36 @@ def test_pip_output_streams_with_a_heartbeat_in_long_silences(monkeypatch, capsy
     out = capsys.readouterr().out
     assert done.returncode == 0 and done.stdout == "first\nlast\n"
     assert out.index("first") < out.index("still working") < out.index("last")
+
+
+CONFLICTS = [
+    "Successfully built x\n",
+    f"{install_stack.CONFLICTS_HEADER}. This behaviour is the source of the following dependency "
+    "conflicts.\n",
+    "google-colab 1.0.0 requires pandas==2.2.2, but you have pandas 2.3.3 which is incompatible.\n",
+    "cuda-python 12.9.7 requires cuda-bindings~=12.9.7, but you have cuda-bindings 13.0.3 which "
+    "is incompatible.\n",
+]
+
+
+def test_pips_known_conflicts_become_one_sentence():
+    shown = install_stack.ConflictFilter()
+    out = [line for line in CONFLICTS for line in shown.feed(line)]
+    out += shown.feed("Successfully installed trl-0.22.2\n")
+    assert out[0] == "Successfully built x\n" and out[-1].startswith("Successfully installed")
+    (note,) = out[1:-1]
+    assert note.startswith("Note: pip lists 2 conflict(s)") and "google-colab" in note
+    assert "cuda-python" in note and "ERROR" not in note
+
+
+def test_an_unknown_conflict_is_shown_as_pip_wrote_it(monkeypatch, capsys):
+    unknown = "trl 0.22.2 requires transformers>=4.56.1, but you have transformers 4.1 which is " \
+              "incompatible.\n"
+    script = "import sys; sys.stdout.write(" + repr("".join([*CONFLICTS, unknown])) + ")"
+    install_stack.stream([sys.executable, "-c", script])
+    out = capsys.readouterr().out
+    assert install_stack.CONFLICTS_HEADER in out and unknown in out  # the header, then the line
+    assert "google-colab 1.0.0 requires" not in out and "Note: pip lists 2 conflict(s)" in out
 
 
 @pytest.mark.parametrize("python", PYTHONS)
@@ -162,8 +282,8 @@ def test_light_install_keeps_colabs_torch_and_installs_no_gpu_stack(recorded, mo
     colab = {**read_colab_record().imported, "torch": "2.11.0+cu128"}
     monkeypatch.setattr(install_stack, "installed_version", colab.get)
     assert install_stack.install_light("python", quiet=True) is True
-    ((no_cache, flag, lines),) = recorded
-    assert (no_cache, flag) == ("--no-cache-dir", "-r")
+    ((tool, flag, lines),) = recorded
+    assert (tool, flag) == ("uv", "-r")
     assert "torch==2.11.0+cu128" in lines  # named as it is, so that pip leaves it alone
     assert not [line for line in lines if line.startswith(("vllm", "unsloth", "xformers"))]
     assert f"trl=={read_lock(LIGHT).pins['trl']}" in lines

@@ -29,6 +29,7 @@ from packaging.version import Version
 
 from helpers.hardware import vllm_requirement
 from helpers.stack import read_pins
+from scripts.colab_bootstrap import needs_restart
 from scripts.lock_stack import (
     KEPT_ON_COLAB,
     LIGHT,
@@ -181,14 +182,19 @@ def replaced_on_colab(name: str, record: ColabRecord) -> dict[str, tuple[str, st
     return replaced
 
 
-def test_on_todays_colab_only_the_full_install_asks_for_a_restart():
+def test_on_todays_colab_no_install_asks_for_a_restart():
     """With Colab's recorded versions: the light install replaces nothing its kernel imported;
     the full install replaces only what the GPU stack cannot do without (vLLM needs setuptools
-    77 or newer, unsloth a certifi from 2026-10). A new entry here is one more restart reason."""
+    77 or newer, unsloth a certifi from 2026-10), at the versions checked to be safe to leave
+    stale (colab_bootstrap.STALE_IS_SAFE). A package that joins, or a lock that moves one of
+    them to a version not checked, fails here: check it (docs/colab.md's table) or expect a
+    restart, and say so in helpers/course.py FULL_INSTALL_RESTART."""
     record = read_colab_record()
     assert replaced_on_colab(LIGHT, record) == {}
-    full = replaced_on_colab("t4", record)
-    assert set(full) <= {"certifi", "setuptools"}, full
+    for gpu_lock in ("t4", "ampere"):
+        full = replaced_on_colab(gpu_lock, record)
+        assert set(full) == {"certifi", "setuptools"}, full  # the rows of docs/colab.md's table
+        assert needs_restart(full) == {}, (gpu_lock, full)
 
 
 def test_lock_inputs_hold_torchao_and_add_the_gpu_vllm():

@@ -41,3 +41,33 @@ def test_smoke_model_name_is_a_built_local_folder(all_kwargs):
     folder = Path(all_kwargs["smoke"][0]["model_name"])
     assert (folder / "config.json").exists() and (folder / "tokenizer.json").exists()
     assert not all_kwargs["smoke"][0]["fast_inference"]
+
+
+def test_vllm_first_start_is_announced_on_a_cuda_t4_only(capsys):
+    """A T4 load with fast_inference says what compiles, for how long, and the fallback; the
+    smoke profile, or a GPU profile on a CPU, says nothing."""
+    from helpers.hardware import CPU_ONLY, TESLA_T4
+    from helpers.loading import vllm_start_announced, vllm_start_note
+
+    note = vllm_start_note(PROFILES["t4"], TESLA_T4, environ={})
+    for words in ("FlashInfer", "sm75", "unsloth_compiled_cache", "inductor", "CUDA-graph",
+                  "3-10 min", "estimate", "once per runtime", 'UNSLOTH_VLLM_NO_FLASHINFER"] = "1"'):
+        assert words in note, words
+    assert "\n" not in note
+    assert vllm_start_note(PROFILES["smoke"], TESLA_T4) is None
+    assert vllm_start_note(PROFILES["t4"], CPU_ONLY) is None
+    triton = vllm_start_note(PROFILES["t4"], TESLA_T4, environ={"UNSLOTH_VLLM_NO_FLASHINFER": "1"})
+    assert "FlashInfer's" not in triton and "Triton" in triton
+
+    import time
+
+    with vllm_start_announced(PROFILES["t4"], TESLA_T4, every=0.05):
+        time.sleep(0.18)  # the blocking load
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == vllm_start_note(PROFILES["t4"], TESLA_T4)
+    assert said[1].startswith("... vLLM still starting: 0 min 00 s so far")  # the ticker
+    assert said[-1] == "vLLM started in 0.0 min." and len(said) >= 3
+    for profile, hw in ((PROFILES["smoke"], TESLA_T4), (PROFILES["t4"], CPU_ONLY)):
+        with vllm_start_announced(profile, hw, every=0.01):
+            time.sleep(0.05)
+        assert capsys.readouterr().out == ""

@@ -89,6 +89,19 @@ def test_the_checkpoint_warning_of_a_no_grad_pass_is_hidden():
     assert len(messages) == 1 and messages[0][1] == __file__  # only torch's own is hidden
 
 
+def test_unsloths_torchcodec_mismatch_on_colab_is_hidden_and_nothing_else():
+    # The sentence unsloth 2026.10.9 warns at import on Colab after the full install
+    # (unsloth/import_fixes.py, _torchcodec_version_mismatch_hint).
+    colab = ("torchcodec 0.11.0+cu128 is incompatible with torch 2.9.0+cu128; install a matching "
+             "build with `pip install 'torchcodec>=0.8,<0.9.0'`.")
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        prelude.quiet_known_warnings()
+        warnings.warn(colab, UserWarning, stacklevel=1)
+        warnings.warn("torchcodec failed to load its native library", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in shown] == ["torchcodec failed to load its native library"]
+
+
 def test_one_thread_only_without_a_gpu(tmp_path):
     before = torch.get_num_threads()
     try:

@@ -226,6 +226,39 @@ def learning_figures(runs: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
+def ablation_figures(data: dict[str, Any]) -> dict[str, str]:
+    """bench/ablations.py: per kernel path and arm, the mean gain, its range over seeds, the
+    verdict against the course's arm, and the training signals; the grid's size and time."""
+    native = data["summary"].get("native", {})
+    out: dict[str, str] = {
+        "ablations.runs": str(sum(1 for r in data["rows"] if r["kernel_path"] == "native")),
+        "ablations.reruns": str(sum(1 for r in data["rows"] if r["kernel_path"] != "native")),
+        "ablations.steps": str(data["steps"]),
+        "ablations.problems": str(data["problems"]),
+        "ablations.wall": minutes(data["wall_seconds"]),
+        "ablations.arms": str(sum(1 for s in native.values() if s["verdict"])),
+    }
+    for said in ("helps", "hurts", "within the seed spread"):
+        out[f"ablations.{said.split()[0]}"] = str(
+            sum(1 for s in native.values() if (s["verdict"] or {}).get("verdict") == said))
+    for kernel, summary in data["summary"].items():
+        prefix = "ablations" if kernel == "native" else f"ablations.{kernel}"
+        for arm, s in summary.items():
+            key = f"{prefix}.{arm}"
+            out |= {f"{key}.mean": points(100 * s["mean"]), f"{key}.seeds": str(s["seeds"]),
+                    f"{key}.range": f"{points(100 * s['low'])} to {points(100 * s['high'])}"}
+            out |= {f"{key}.{name}": (f"{value:.5f}" if name == "kl" else f"{value:.1f}"
+                                      if name == "length" else percent(value))
+                    for name, value in s["signals"].items()}
+            if s["verdict"]:
+                v = s["verdict"]
+                out |= {f"{key}.verdict": v["verdict"],
+                        f"{key}.difference": points(100 * v["difference"]),
+                        f"{key}.interval": f"[{points(100 * v['low'])}, "
+                                           f"{points(100 * v['high'])}]"}
+    return out | machine_figures("ablations", data)
+
+
 def machine_figures(prefix: str, data: dict[str, Any]) -> dict[str, str]:
     """The date and load a benchmark recorded (bench/_results.py), when it did."""
     if "machine" not in data:
@@ -350,6 +383,7 @@ SOURCES: dict[str, Source] = {
     "rewards": Source("runs/bench/rewards.json", BENCH_FIX, rewards_figures),
     "grpo_vs_trl": Source("runs/bench/grpo_vs_trl.json", BENCH_FIX, grpo_vs_trl_figures),
     "smoke_model": Source("runs/bench/smoke_model.json", BENCH_FIX, smoke_model_figures),
+    "ablations": Source("runs/bench/ablations.json", BENCH_FIX, ablation_figures),
     "cpu_seconds": Source("runs/bench/course_times.json", "make execute-notebooks",
                           course_time_figures),
     "profile": Source("helpers/profiles.py", "git restore helpers/profiles.py", profile_figures,

@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,55 +40,12 @@ KERNEL_PATHS: dict[str, dict[str, str]] = {
 def grpo_gain(output_dir: Path, seed: int | None = None, max_steps: int | None = None) -> dict:
     """Train the smoke model as the training notebook does; score it as the evaluation one does.
 
-    The caller imports unsloth first. Returns `helpers.evaluation.paired_test` (strict) with both
-    accuracies, the training seconds, the mean sampled correctness reward, the log history and
-    the CPU kernel path it ran on.
+    The course's arm of notebook 11's ablations (helpers.ablations.train_and_score): the caller
+    imports unsloth first.
     """
-    from unsloth import FastLanguageModel  # first: it patches trl on import
+    from helpers.ablations import train_and_score
 
-    from helpers.data import load_gsm8k
-    from helpers.evaluation import decoding_settings, evaluate
-    from helpers.grpo_config import make_grpo_config
-    from helpers.grpo_run import build_trainer
-    from helpers.hardware import cpu_kernel_path, detect_hardware, use_one_cpu_thread
-    from helpers.loading import load_kwargs, load_trained, lora_kwargs
-    from helpers.logs import KEY_REWARD, REWARD_PREFIX, series
-    from helpers.profiles import PROFILES
-    from helpers.resume import save_adapter
-    from helpers.run_folder import RunFolder
-    from helpers.session import SEED
-    from helpers.stats import paired_test
-
-    profile, hw = PROFILES["smoke"], detect_hardware()
-    use_one_cpu_thread(hw)  # as the notebooks' start() does
-    model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
-    model = FastLanguageModel.get_peft_model(model, **lora_kwargs(profile))
-    overrides: dict[str, Any] = {"seed": SEED if seed is None else seed, "save_strategy": "no"}
-    if max_steps:
-        overrides["max_steps"] = max_steps
-    config = make_grpo_config(profile, hw, output_dir, **overrides)
-    # The run notebook 05 trains, without its callbacks: no figure, samples or checkpoints.
-    trainer = build_trainer(model, tokenizer, config, profile, output_dir,
-                            sample_completions=False)
-    start = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - start
-    # The evaluation notebook's path: the saved adapter, loaded back on its base model.
-    adapter = save_adapter(model, tokenizer, RunFolder(output_dir))
-    model, tokenizer = load_trained(profile, adapter)
-    rows = list(load_gsm8k("test", profile))
-    results = evaluate(model, tokenizer, rows, decoding_settings(profile), adapter)
-    scores = results["scores"]
-    _, correct = series(trainer.state.log_history, f"{REWARD_PREFIX}{KEY_REWARD}/mean")
-    return {
-        **paired_test(results, "strict"),
-        "base": scores["base"]["strict"]["accuracy"],
-        "trained": scores["trained"]["strict"]["accuracy"],
-        "train_seconds": seconds,
-        "correctness_mean": sum(correct) / len(correct) if correct else None,
-        "kernel": cpu_kernel_path(),
-        "log_history": trainer.state.log_history,
-    }
+    return train_and_score(output_dir, seed, max_steps)
 
 
 def _constant_correctness() -> None:
