@@ -110,6 +110,11 @@ def reward_setup(chosen: Arm) -> tuple[list[Any] | None, dict[str, Any]]:
     return funcs, {"reward_weights": [weights[f.__name__] for f in funcs]}
 
 
+def arm_overrides(chosen: Arm) -> dict[str, Any]:
+    """The GRPOConfig fields an arm sets: its knob, or the weights of the rewards it keeps."""
+    return {**chosen.overrides, **reward_setup(chosen)[1]}
+
+
 # trl's log keys of the training signals that explain a result, and the names the rows use.
 SIGNALS: dict[str, str] = {
     "zero_std": "frac_reward_zero_std",  # groups whose rewards are all equal: no signal
@@ -194,9 +199,9 @@ def train_and_score(output_dir: Path, seed: int | None = None, max_steps: int | 
         from helpers.launch import load_peft
 
         model, tokenizer = load_peft(profile, hw, load_in_4bit=True)
-    rewards, weights = reward_setup(chosen)
+    rewards = reward_setup(chosen)[0]
     overrides: dict[str, Any] = {"seed": SEED if seed is None else seed, "save_strategy": "no",
-                                 **chosen.overrides, **weights}
+                                 **arm_overrides(chosen)}
     if max_steps:
         overrides["max_steps"] = max_steps
     config = make_grpo_config(profile, hw, output_dir, **overrides)

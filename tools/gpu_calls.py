@@ -100,7 +100,7 @@ GRPO_SETTINGS_KWARGS = (
 )
 GRPO_KWARGS = (
     *GRPO_SETTINGS_KWARGS,
-    "save_strategy",  # the callers' overrides (tools/smoke_runs.py)
+    "save_strategy",  # the callers' overrides (helpers/ablations.py)
     # scripts/train_grpo.py's overrides (several processes, or a vLLM server)
     "ddp_find_unused_parameters", "use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port",
 )
@@ -254,9 +254,11 @@ PLAIN = ("a plain transformers model that unsloth never loaded (notebooks 07, 08
 STOCK_CALLS: list[StockCall] = [
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", TRL_PROOF),
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", TRL_PROOF),
-    StockCall("tools/smoke_runs.py", "grpo_gain", "FastLanguageModel.from_pretrained", SMOKE),
-    StockCall("tools/smoke_runs.py", "grpo_gain", "FastLanguageModel.get_peft_model", SMOKE),
-    StockCall("tools/smoke_runs.py", "grpo_gain", "trainer.train", SMOKE),
+    StockCall("helpers/ablations.py", "train_and_score", "FastLanguageModel.from_pretrained",
+              SMOKE),
+    StockCall("helpers/ablations.py", "train_and_score", "FastLanguageModel.get_peft_model",
+              SMOKE),
+    StockCall("helpers/ablations.py", "train_and_score", "trainer.train", SMOKE),
     StockCall("tools/smoke_recipe.py", "build_smoke_model", "model.save_pretrained",
               "builds the smoke model with plain transformers, on CPU everywhere"),
     StockCall("helpers/export.py", "transformers_generate", "model.generate", PLAIN),
