@@ -94,6 +94,7 @@ class Grid:
         saved = {} if fresh or not path.exists() else json.loads(path.read_text())
         self.rows: list[dict[str, Any]] = saved.get("rows", [])
         self.sessions: list[dict[str, Any]] = saved.get("sessions", [])
+        self.machine = saved.get("machine")  # where the last run ran; a resume with none keeps it
 
     def done(self, job: tuple[str, int, str]) -> bool:
         return any((r["arm"], r["seed"], r["kernel_path"]) == job for r in self.rows)
@@ -101,6 +102,7 @@ class Grid:
     def add(self, row: dict[str, Any]) -> None:
         with self.lock:
             self.rows.append(row)
+            self.machine = machine()
             self.save()
 
     def save(self) -> None:
@@ -113,7 +115,7 @@ class Grid:
             "sessions": self.sessions,
             "wall_seconds": sum(s["wall_seconds"] for s in self.sessions),
             "run_seconds": sum(r["run_seconds"] for r in self.rows),
-            "machine": machine(),
+            "machine": self.machine or machine(),
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".json.partial")

@@ -168,7 +168,8 @@ def test_the_grid_resumes_without_redoing_a_finished_run(tmp_path, monkeypatch):
     data = bench.run_grid(jobs)
     assert len(data["rows"]) == 6 and len(data["sessions"]) == 2
     assert data["summary"]["native"]["beta=0.04"]["seeds"] == 3
-    assert bench.run_grid(jobs)["sessions"] == data["sessions"]  # nothing left: nothing run
+    again = bench.run_grid(jobs)  # nothing left: nothing run, and the record stays as it was
+    assert again["sessions"] == data["sessions"] and again["machine"] == data["machine"]
 
 
 PEFT_RUN = """
