@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from helpers.ablations import ARMS, COURSE, UnknownArmError, arm, knob_arms, summarize  # noqa: E402
 from helpers.profiles import PROFILES, SEED  # noqa: E402
-from tools.smoke_runs import KERNEL_PATHS  # noqa: E402
+from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path  # noqa: E402
 
 SEEDS = 4  # per arm; the course's arm, every knob's reference, gets twice as many
 COURSE_SEEDS = 8
@@ -43,30 +42,10 @@ RERUN_KERNEL = "default"  # torch's scalar kernels: the path furthest from this 
 RERUN_ARMS = (COURSE, "learning_rate=3e-4", "rewards=format")
 WORKERS = 2  # one thread each: the two cores
 
-CHILD = """
-import json, sys, tempfile
-from pathlib import Path
-sys.path.insert(0, {root!r})
-import unsloth  # before trl: it patches it
-from helpers.ablations import train_and_score
-with tempfile.TemporaryDirectory() as folder:
-    result = train_and_score(Path(folder), {seed}, {steps}, {arm!r})
-result.pop("log_history")
-print(json.dumps(result))
-"""
-
-
 def one_run(name: str, seed: int, kernel: str, steps: int | None = None) -> dict[str, Any]:
     """One arm at one seed, trained and scored in a fresh process on `kernel`: its row."""
     start = time.perf_counter()
-    env = {**os.environ, **KERNEL_PATHS[kernel]}
-    done = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), seed=seed,
-                                                              arm=name, steps=steps)],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
-        raise RuntimeError(f"{name} seed {seed} on {kernel} failed:\n{tail}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_on_kernel_path(kernel, seed, max_steps=steps, arm=name)
     keep = ("gain", "base", "trained", "ci_low", "ci_high", "fixed", "broken", "n",
             "train_seconds", "signals", "kernel")
     return {"arm": name, "knob": arm(name).knob, "seed": seed, "kernel_path": kernel,
@@ -137,7 +116,7 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
             row = one_run(*job, steps)
         except RuntimeError as error:
             failed.append(job)
-            print(error, flush=True)
+            print(f"{job[0]} seed {job[1]}: {error}", flush=True)
             return
         grid.add(row)
         finished.append(row["run_seconds"])

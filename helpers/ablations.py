@@ -269,7 +269,7 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
         gains = [r["gain"] for r in found]
         keys = {k for r in found for k in r.get("signals", {})}
         out[name] = {
-            "knob": ARMS[name].knob if name in ARMS else name.split("=")[0],
+            "knob": found[0]["knob"],
             "seeds": len(gains), "gains": gains, "mean": statistics.fmean(gains),
             "low": min(gains), "high": max(gains),
             "signals": {k: statistics.fmean(r["signals"][k] for r in found if k in r["signals"])

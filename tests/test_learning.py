@@ -1,8 +1,8 @@
 """End to end: GRPO through the course path must raise the smoke model's held-out accuracy.
 
 This trains with the training notebook's helpers and profile and scores with the evaluation
-notebook's evaluation (tools.smoke_runs.grpo_gain), so broken reward wiring, a wrong reward weight,
-a truncation bug or a lost `answer` column fails it.
+notebook's evaluation (helpers.ablations.train_and_score), so broken reward wiring, a wrong
+reward weight, a truncation bug or a lost `answer` column fails it.
 
 It runs in a fresh process on another CPU float kernel path than the notebooks: `make test`
 executes the training and evaluation notebooks on the native path, and the evaluation notebook

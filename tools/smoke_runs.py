@@ -1,8 +1,9 @@
 """Does GRPO learn on this machine? The runs that check the smoke profile's promise.
 
-`grpo_gain` trains the smoke model through the course's own trainer (helpers.grpo_run) and scores
-it as the evaluation notebook does; `helpers.smoke_promise.check_smoke_promise` is what the
-evaluation notebook and tests/test_learning.py assert of it. `run_on_kernel_path` repeats the run
+`helpers.ablations.train_and_score` (its course arm) trains the smoke model through the course's
+own trainer (helpers.grpo_run) and scores it as the evaluation notebook does;
+`helpers.smoke_promise.check_smoke_promise` is what the evaluation notebook and
+tests/test_learning.py assert of it. `run_on_kernel_path` repeats the run
 in a fresh process on another CPU float kernel path (torch picks its kernels once, at import), so
 one machine can check the promise on several of the paths that other machines would take.
 `MUTATIONS` are deliberate breakages that must make the promise fail.
@@ -37,17 +38,6 @@ KERNEL_PATHS: dict[str, dict[str, str]] = {
 }
 
 
-def grpo_gain(output_dir: Path, seed: int | None = None, max_steps: int | None = None) -> dict:
-    """Train the smoke model as the training notebook does; score it as the evaluation one does.
-
-    The course's arm of notebook 11's ablations (helpers.ablations.train_and_score): the caller
-    imports unsloth first.
-    """
-    from helpers.ablations import train_and_score
-
-    return train_and_score(output_dir, seed, max_steps)
-
-
 def _constant_correctness() -> None:
     import helpers.rewards
 
@@ -76,9 +66,10 @@ MUTATIONS: dict[str, Callable[[], None]] = {
 
 def run_on_kernel_path(
     kernel: str, seed: int | None = None, mutation: str | None = None,
-    max_steps: int | None = None, timeout: float = 1200,
+    max_steps: int | None = None, timeout: float = 1200, arm: str | None = None,
 ) -> dict[str, Any]:
-    """`grpo_gain` in a fresh process on `kernel` (a KERNEL_PATHS name), without its log history.
+    """`helpers.ablations.train_and_score` (the course's arm, or another `arm`) in a fresh process
+    on `kernel` (a KERNEL_PATHS name), without its log history.
 
     A run that fails (a mutation that breaks training, say) raises RuntimeError with the child's
     last lines of output.
@@ -92,6 +83,7 @@ def run_on_kernel_path(
     command += [] if seed is None else ["--seed", str(seed)]
     command += [] if mutation is None else ["--mutation", mutation]
     command += [] if max_steps is None else ["--max-steps", str(max_steps)]
+    command += [] if arm is None else ["--arm", arm]
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0:
@@ -105,14 +97,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="GRPO seed (default: the course's)")
     parser.add_argument("--mutation", choices=sorted(MUTATIONS), default=None)
     parser.add_argument("--max-steps", type=int, default=None, help="default: the profile's")
+    parser.add_argument("--arm", default="course", help="an arm of helpers.ablations.ARMS")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args(argv)
     import unsloth  # noqa: F401  (before trl: it patches it)
 
+    from helpers.ablations import train_and_score
+
     if args.mutation:
         MUTATIONS[args.mutation]()
     with tempfile.TemporaryDirectory() as folder:
-        gain = grpo_gain(Path(folder), seed=args.seed, max_steps=args.max_steps)
+        gain = train_and_score(Path(folder), args.seed, args.max_steps, args.arm)
     gain.pop("log_history")
     if args.json:
         print(json.dumps(gain))
