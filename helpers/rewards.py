@@ -1,7 +1,8 @@
 """Reward functions for GRPO on GSM8K, and the answer checks that evaluation shares with them.
 
-Every value and weight lives in one table, `REWARD_TABLE` (notebook 03 renders it with
-`reward_table_markdown()`). Each reward function returns an unweighted score, mostly in [0, 1],
+Each reward is one `Reward` record in `REWARDS` (function, weight, scores, rule); the rest is
+derived from it: notebook 03's table (`reward_table_markdown()`) and what trl takes,
+`REWARD_FUNCS` and `REWARD_WEIGHTS`. Each function returns an unweighted score, mostly in [0, 1],
 so trl's log line `rewards/<name>/mean` reads directly: `rewards/correctness_reward/mean` is
 the training-batch accuracy. trl multiplies by `REWARD_WEIGHTS` (pass them as
 `GRPOConfig(reward_weights=REWARD_WEIGHTS)`) and sums, which gives the `reward` column.
@@ -15,9 +16,12 @@ completion costs no more than a long one.
 from __future__ import annotations
 
 import html
+import inspect
 import logging
+import math
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from math_verify import parse, verify
@@ -237,60 +241,74 @@ def tag_count_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
     return [_tag_count_score(_clip(c)) for c in completions]
 
 
-# The rewards used for training, in order, and their weights (trl: GRPOConfig.reward_weights).
-REWARD_FUNCS: list[RewardFunc] = [
-    correctness_reward,
-    numeric_reward,
-    strict_format_reward,
-    soft_format_reward,
-    tag_count_reward,
-]
-REWARD_WEIGHTS: list[float] = [2.0, 0.5, 0.5, 0.5, 0.5]
+@dataclass(frozen=True)
+class Reward:
+    """One training reward: the function trl calls, its weight in the total, and its table row.
 
-REWARD_TABLE: list[dict[str, str | float]] = [
-    {
-        "reward": "correctness_reward",
-        "scores": f"{CORRECT_SCORE:g} or 0",
-        "weight": REWARD_WEIGHTS[0],
-        "rule": "exactly one <answer> span, equal to the gold answer by math-verify "
-        "(72.0, 1,000, $72 all count)",
-    },
-    {
-        "reward": "numeric_reward",
-        "scores": f"{NUMERIC_SCORE:g} or 0",
-        "weight": REWARD_WEIGHTS[1],
-        "rule": "exactly one <answer> span, holding a plain number (-3, 2.5, 1,000)",
-    },
-    {
-        "reward": "strict_format_reward",
-        "scores": f"{STRICT_FORMAT_SCORE:g} or 0",
-        "weight": REWARD_WEIGHTS[2],
-        "rule": "<reasoning>...</reasoning> <answer>...</answer> and only whitespace "
-        "around them; each tag once; any newlines",
-    },
-    {
-        "reward": "soft_format_reward",
-        "scores": f"{SOFT_FORMAT_SCORE:g} or 0",
-        "weight": REWARD_WEIGHTS[3],
-        "rule": "the four tags appear in order, anything around them",
-    },
-    {
-        "reward": "tag_count_reward",
-        "scores": f"{-4 * TAG_REPEAT_PENALTY - TRAILING_PENALTY_CAP:g} to {4 * TAG_ONCE_SCORE:g}",
-        "weight": REWARD_WEIGHTS[4],
-        "rule": f"+{TAG_ONCE_SCORE:g} per tag seen once, -{TAG_REPEAT_PENALTY:g} per repeated "
-        f"tag, -{TRAILING_PENALTY_PER_CHAR:g} per character after </answer> "
-        f"(at most -{TRAILING_PENALTY_CAP:g})",
-    },
-]
+    `scores` says what the function returns and `rule` when, in words (notebook 03's table).
+    A learner's own reward is one more `Reward(my_reward, weight=1.0)`.
+    """
+
+    func: RewardFunc
+    weight: float
+    scores: str = ""
+    rule: str = ""
+
+    def __post_init__(self) -> None:
+        if not callable(self.func):
+            raise TypeError(f"Reward(func=...) must be a function, got {type(self.func).__name__}.")
+        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) \
+                or not math.isfinite(self.weight):
+            raise ValueError(f"{self.name}: weight must be a finite number, got {self.weight!r}.")
+        kinds = {p.kind for p in inspect.signature(self.func).parameters.values()}
+        if inspect.Parameter.VAR_KEYWORD not in kinds:
+            raise TypeError(f"{self.name} must accept **kwargs: trl passes every dataset column "
+                            "(answer=..., prompts=..., ...) as a keyword.")
+
+    @property
+    def name(self) -> str:
+        """trl's log name: `rewards/<name>/mean`."""
+        return getattr(self.func, "__name__", type(self.func).__name__)
 
 
-def reward_table_markdown() -> str:
-    """REWARD_TABLE as a markdown table, for notebooks and docs."""
+# The rewards used for training, in order: trl sums them weighted (GRPOConfig.reward_weights).
+REWARDS: tuple[Reward, ...] = (
+    Reward(correctness_reward, 2.0, f"{CORRECT_SCORE:g} or 0",
+           "exactly one <answer> span, equal to the gold answer by math-verify "
+           "(72.0, 1,000, $72 all count)"),
+    Reward(numeric_reward, 0.5, f"{NUMERIC_SCORE:g} or 0",
+           "exactly one <answer> span, holding a plain number (-3, 2.5, 1,000)"),
+    Reward(strict_format_reward, 0.5, f"{STRICT_FORMAT_SCORE:g} or 0",
+           "<reasoning>...</reasoning> <answer>...</answer> and only whitespace around them; "
+           "each tag once; any newlines"),
+    Reward(soft_format_reward, 0.5, f"{SOFT_FORMAT_SCORE:g} or 0",
+           "the four tags appear in order, anything around them"),
+    Reward(tag_count_reward, 0.5,
+           f"{-4 * TAG_REPEAT_PENALTY - TRAILING_PENALTY_CAP:g} to {4 * TAG_ONCE_SCORE:g}",
+           f"+{TAG_ONCE_SCORE:g} per tag seen once, -{TAG_REPEAT_PENALTY:g} per repeated tag, "
+           f"-{TRAILING_PENALTY_PER_CHAR:g} per character after </answer> "
+           f"(at most -{TRAILING_PENALTY_CAP:g})"),
+)
+# What trl takes: GRPOTrainer(reward_funcs=REWARD_FUNCS), GRPOConfig(reward_weights=REWARD_WEIGHTS).
+REWARD_FUNCS: list[RewardFunc] = [r.func for r in REWARDS]
+REWARD_WEIGHTS: list[float] = [r.weight for r in REWARDS]
+
+
+def reward_named(name: str) -> Reward:
+    """The course's reward called `name` (its function's name); an unknown name lists the known."""
+    for reward in REWARDS:
+        if reward.name == name:
+            return reward
+    raise KeyError(f"No course reward is called {name!r}; the rewards are "
+                   f"{', '.join(r.name for r in REWARDS)}.")
+
+
+def reward_table_markdown(rewards: Sequence[Reward] = REWARDS) -> str:
+    """The rewards as a markdown table, for notebooks and docs."""
     lines = ["| reward (trl log name) | scores | weight | rule |", "|---|---|---|---|"]
-    for row in REWARD_TABLE:
-        rule = html.escape(str(row["rule"]))  # else markdown renders <answer> as an HTML tag
-        lines.append(f"| `{row['reward']}` | {row['scores']} | {row['weight']:g} | {rule} |")
+    for r in rewards:
+        rule = html.escape(r.rule)  # else markdown renders <answer> as an HTML tag
+        lines.append(f"| `{r.name}` | {r.scores} | {r.weight:g} | {rule} |")
     return "\n".join(lines)
 
 

@@ -18,15 +18,17 @@ from math_verify import parse, verify
 from helpers.rewards import (
     MAX_SCAN_CHARS,
     REWARD_FUNCS,
-    REWARD_TABLE,
     REWARD_WEIGHTS,
+    REWARDS,
     TAG_REPEAT_PENALTY,
     TRAILING_PENALTY_CAP,
+    Reward,
     completion_text,
     correctness_reward,
     extract_answer,
     is_correct,
     numeric_reward,
+    reward_named,
     reward_table_markdown,
     score_table,
     soft_format_reward,
@@ -198,11 +200,32 @@ def test_completion_text_forms():
     assert completion_text(None) == completion_text(42) == completion_text([None, 3]) == ""
 
 
-def test_scores_match_the_documented_table():
-    assert [f.__name__ for f in REWARD_FUNCS] == NAMES == [row["reward"] for row in REWARD_TABLE]
-    assert [row["weight"] for row in REWARD_TABLE] == REWARD_WEIGHTS
+def test_trl_lists_and_the_table_derive_from_the_registry():
+    assert [r.name for r in REWARDS] == NAMES == [f.__name__ for f in REWARD_FUNCS]
+    assert REWARD_WEIGHTS == [r.weight for r in REWARDS] == [2.0, 0.5, 0.5, 0.5, 0.5]
     markdown = reward_table_markdown()
-    assert markdown.count("\n") == len(REWARD_TABLE) + 1 and "&lt;answer&gt;" in markdown
+    assert markdown.count("\n") == len(REWARDS) + 1 and "&lt;answer&gt;" in markdown
+    assert all(f"| `{r.name}` | {r.scores} | {r.weight:g} |" in markdown for r in REWARDS)
+    assert reward_named("numeric_reward") is REWARDS[1]
+    with pytest.raises(KeyError, match="correctness_reward, numeric_reward"):
+        reward_named("brevity_reward")
+
+
+def test_a_learners_reward_registers_in_one_record_and_bad_ones_fail_in_one_sentence():
+    def brevity_reward(completions, **kwargs):
+        return [1.0 / (1 + len(completion_text(c))) for c in completions]
+
+    mine = Reward(brevity_reward, weight=0.25)
+    assert mine.name == "brevity_reward" and "brevity_reward" in reward_table_markdown(
+        [*REWARDS, mine])
+    with pytest.raises(TypeError, match=r"must accept \*\*kwargs"):
+        Reward(lambda completions: [0.0] * len(completions), 1.0)
+    with pytest.raises(ValueError, match="finite number"):
+        Reward(brevity_reward, float("nan"))
+    with pytest.raises(ValueError, match="finite number"):
+        Reward(brevity_reward, True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a function"):
+        Reward("correctness_reward", 1.0)  # type: ignore[arg-type]
 
 
 def test_mode_and_missing_answer_column_fail_with_a_clear_message():
