@@ -11,7 +11,7 @@ $(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py $(wildc
 
 ## Execute every notebook in order, headless, with the profile the hardware calls for.
 course: $(STACK)
-	$(PY) scripts/run_course.py
+	$(PY) -m scripts.run_course
 
 ## Lint, then the unit tests and every notebook (nbval) in one session on two processes, in the
 ## smoke profile on any machine. conftest.py groups them: a test file, a notebook, or the notebooks
@@ -21,37 +21,37 @@ test: $(STACK) lint
 		-n 2 --dist loadscope --no-loadscope-reorder -p no:randomly
 
 lint: $(STACK)
-	$(PY) -m ruff check conftest.py helpers tests scripts bench notebooks
-	$(PY) scripts/sync_notebooks.py --check
+	$(PY) -m ruff check conftest.py helpers tools tests scripts bench notebooks
+	$(PY) -m scripts.sync_notebooks --check
 
 ## Benchmarks: each prints its figures and writes runs/bench/<name>.json; then README follows them.
 bench: $(STACK)
-	$(PY) bench/run_all.py
-	$(PY) scripts/figures.py
+	$(PY) -m bench.run_all
+	$(PY) -m scripts.figures
 
 ## Rewrite every <!-- fig:KEY -->VALUE<!-- /fig --> in README and notebook prose from its source
 ## (runs/bench/*.json, helpers/profiles.py): see tools/cited_numbers.py. `--check` only compares.
 figures: $(STACK)
-	$(PY) scripts/figures.py
+	$(PY) -m scripts.figures
 
 ## On a CUDA GPU (a Colab T4 before a release): run the t4 path's GPU-only calls, timed, and write
 ## runs/gpu-check/<gpu>.json (on a T4 it also fills README's T4 slot). Refuses on a CPU.
 gpu-check: $(STACK)
-	$(PY) scripts/gpu_check.py
+	$(PY) -m scripts.gpu_check
 
 ## Copy helpers/course.py's repository URL into every notebook's badge and bootstrap cell.
 sync-notebooks: $(STACK)
-	$(PY) scripts/sync_notebooks.py
+	$(PY) -m scripts.sync_notebooks
 
 ## Resolve the GPU stack again and rewrite locks/t4.txt and locks/ampere.txt (needs PyPI).
 lock: $(STACK)
-	$(PY) scripts/lock_stack.py
+	$(PY) -m scripts.lock_stack
 
 ## Re-execute the committed notebooks in place (smoke profile), so stored outputs match the code.
 ## Also records each notebook's seconds in runs/bench/course_times.json, then fills the headers.
 execute-notebooks: $(STACK)
-	GRPO_PROFILE=smoke $(PY) scripts/run_course.py --in-place
-	$(PY) scripts/figures.py
+	GRPO_PROFILE=smoke $(PY) -m scripts.run_course --in-place
+	$(PY) -m scripts.figures
 
 ## runs/bench/ stays: its JSON files are committed (the figures README cites).
 clean:
@@ -60,4 +60,4 @@ clean:
 ## The course as a static web book in _site/ (open _site/index.html, or serve the folder): README,
 ## the notebooks with their stored outputs (never executed) and docs/. Offline; tests/test_site.py.
 site: $(STACK)
-	$(PY) scripts/build_site.py
+	$(PY) -m scripts.build_site

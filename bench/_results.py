@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ def dumps(result: object) -> str:
 def machine() -> dict[str, object]:
     """When and on what the figures were taken: CPU count and load matter on a shared machine."""
     return {"cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 1),
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+            "date": datetime.now(UTC).strftime("%Y-%m-%d")}
 
 
 def bench_dir() -> Path:

@@ -23,18 +23,16 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _results import bench_dir, dumps, machine  # noqa: E402 (bench/ is on sys.path)
+from bench._results import bench_dir, dumps, machine
+from helpers.ablations import ARMS, COURSE, UnknownArmError, arm, knob_arms, summarize
+from helpers.profiles import PROFILES, SEED
+from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from helpers.ablations import ARMS, COURSE, UnknownArmError, arm, knob_arms, summarize  # noqa: E402
-from helpers.profiles import PROFILES, SEED  # noqa: E402
-from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path  # noqa: E402
 
 SEEDS = 4  # per arm; the course's arm, every knob's reference, gets twice as many
 COURSE_SEEDS = 8
@@ -129,7 +127,7 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(work, todo))
     if todo:
-        grid.sessions.append({"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        grid.sessions.append({"date": datetime.now(UTC).strftime("%Y-%m-%d"),
                               "runs": len(finished), "workers": workers,
                               "wall_seconds": time.perf_counter() - start})
     grid.save()

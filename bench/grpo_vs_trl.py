@@ -5,7 +5,7 @@ x 4 generations of 32 tokens, loss dapo, beta 0, one CPU thread each, each in a 
 Then the RSS that each memory trick saves (helpers.memory_probe.measure_memory_tricks, which
 notebook 08 runs at a smaller size). Writes runs/bench/grpo_vs_trl.json.
 
-    python bench/grpo_vs_trl.py
+    python -m bench.grpo_vs_trl
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _results import write_result  # noqa: E402 (bench/ is on sys.path)
+from bench._results import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 STEPS = 8  # the first step (warm-up) is not timed
 NUM_GENERATIONS, BATCH, COMPLETION_LEN, LR = 4, 16, 32, 1e-5
@@ -104,8 +103,8 @@ def child_trl(out_dir: str) -> list[float]:
 
 def run_child(kind: str) -> dict[str, float]:
     """One trainer in a fresh process: median step time and the process's peak RSS."""
-    out = subprocess.run([sys.executable, __file__, "--child", kind], capture_output=True,
-                         text=True, check=False, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-m", "bench.grpo_vs_trl", "--child", kind],
+                         capture_output=True, text=True, check=False, cwd=ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

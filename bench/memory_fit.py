@@ -5,22 +5,15 @@ Prints, for every GPU profile, the estimated peak GPU memory, the GPU's memory a
 No GPU is needed: the estimate comes from the model's shape and the profile's knobs
 (helpers/memory.py, checked against peers' printed figures in tests/test_memory.py).
 
-    .venv/bin/python bench/memory_fit.py
+    .venv/bin/python -m bench.memory_fit
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from _results import write_result  # noqa: E402 (bench/ is on sys.path)
-
-from helpers.hardware import TESLA_T4  # noqa: E402
-from helpers.memory import NVIDIA_L4, TARGET_GPU, breakdown, estimate, fit_table  # noqa: E402
-from helpers.profiles import PROFILES  # noqa: E402
+from bench._results import write_result
+from helpers.hardware import TESLA_T4
+from helpers.memory import NVIDIA_L4, TARGET_GPU, breakdown, estimate, fit_table
+from helpers.profiles import PROFILES
 
 
 def main() -> int:

@@ -5,26 +5,20 @@ format, chatty or truncated ones, \\boxed{} answers, tag spam, and a few runaway
 half of them as chat messages. Each function is timed over the whole batch (median of REPEATS,
 after one warm-up pass). Writes runs/bench/rewards.json.
 
-    .venv/bin/python bench/rewards.py
+    .venv/bin/python -m bench.rewards
 """
 
 from __future__ import annotations
 
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from _results import write_result  # noqa: E402 (bench/ is on sys.path)
-
-from helpers.profiles import PROFILES  # noqa: E402
-from helpers.rewards import REWARD_FUNCS, completion_text, is_correct  # noqa: E402
-from helpers.synthetic import generate_problems  # noqa: E402
+from bench._results import write_result
+from helpers.profiles import PROFILES
+from helpers.rewards import REWARD_FUNCS, completion_text, is_correct
+from helpers.synthetic import generate_problems
 
 NUM_COMPLETIONS = 1_000
 REPEATS = 5

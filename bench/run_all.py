@@ -1,7 +1,7 @@
 """Run every benchmark in bench/ (each prints its figures and writes runs/bench/<name>.json).
 
-    python bench/run_all.py              # all of them
-    python bench/run_all.py rewards      # just these
+    python -m bench.run_all              # all of them
+    python -m bench.run_all rewards      # just these
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def main() -> int:
         print(f"=== bench/{name}.py", flush=True)
         start = time.perf_counter()
         # One process each: peak-memory figures must not include another benchmark's.
-        if subprocess.run([sys.executable, str(BENCH / f"{name}.py")]).returncode != 0:
+        if subprocess.run([sys.executable, "-m", f"bench.{name}"], cwd=BENCH.parent).returncode:
             failed.append(name)
         print(f"=== {name}: {time.perf_counter() - start:.0f} s\n", flush=True)
     if failed:

@@ -9,9 +9,9 @@ For each kernel path (tools.smoke_runs.KERNEL_PATHS, each in fresh processes):
 Two processes at a time, one thread each (the machine has two cores); times are under that load.
 Writes runs/bench/smoke_model.json, whose rows README's tables show.
 
-    python bench/smoke_model.py                                # 4 kernel paths x 4 seeds
-    python bench/smoke_model.py --kernels native --seeds 2     # a quicker look
-    python bench/smoke_model.py --quick                        # seconds: the figures' shape only
+    python -m bench.smoke_model                                # 4 kernel paths x 4 seeds
+    python -m bench.smoke_model --kernels native --seeds 2     # a quicker look
+    python -m bench.smoke_model --quick                        # seconds: the figures' shape only
 """
 
 from __future__ import annotations
@@ -26,16 +26,13 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _results import write_result  # noqa: E402 (bench/ is on sys.path)
+from bench._results import write_result
+from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path  # noqa: E402
 
 REBUILD_CHILD = """
 import json, resource, sys, time
-sys.path.insert(0, {root!r})
 from pathlib import Path
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from helpers.hardware import cpu_kernel_path
@@ -62,10 +59,10 @@ print(json.dumps(row))
 def rebuild_row(kernel: str, rebuild: bool) -> dict:
     """The committed model's accuracy on `kernel`, and (if asked) a fresh build's figures there."""
     with tempfile.TemporaryDirectory() as folder:
-        code = REBUILD_CHILD.format(root=str(ROOT), rebuild=rebuild, out=f"{folder}/smoke")
+        code = REBUILD_CHILD.format(rebuild=rebuild, out=f"{folder}/smoke")
         env = {**os.environ, **KERNEL_PATHS[kernel]}
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env=env, check=True).stdout
+                             env=env, check=True, cwd=ROOT).stdout  # `-c` imports from cwd
     return {"name": kernel, **json.loads(out.strip().splitlines()[-1])}
 
 

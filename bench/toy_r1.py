@@ -28,26 +28,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from _results import write_result  # noqa: E402 (bench/ is on sys.path)
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from helpers.toy_r1 import (  # noqa: E402
+from bench._results import write_result
+from helpers.toy_r1 import (
     ToyRecipe,
     cold_start_table,
     first_update_table,
     results_table,
     rft_table,
 )
-from tools.smoke_runs import KERNEL_PATHS  # noqa: E402
+from tools.smoke_runs import KERNEL_PATHS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 MEANS = ["acc_before", "acc_after_grpo", "acc_after_sft_control", "acc_after_rft",
          "acc_after_random_reward", "acc_after_rft_first_version"]
 
 CHILD = """
 import json, sys
-sys.path.insert(0, {root!r})
 from helpers.toy_r1 import ToyRecipe, run_seed
 recipe = ToyRecipe(rl_steps={rl_steps})
 print(json.dumps(run_seed({seed}, recipe, controls=True, diagnose_rft={diagnose},
@@ -57,11 +54,11 @@ print(json.dumps(run_seed({seed}, recipe, controls=True, diagnose_rft={diagnose}
 
 def one_seed(kernel: str, seed: int, recipe: ToyRecipe, diagnose: bool, weak: bool) -> dict:
     """One seed's row, computed in a fresh process on `kernel`."""
-    code = CHILD.format(root=str(ROOT), rl_steps=recipe.rl_steps, seed=seed, diagnose=diagnose,
+    code = CHILD.format(rl_steps=recipe.rl_steps, seed=seed, diagnose=diagnose,
                         weak=weak)
     env = {**os.environ, **KERNEL_PATHS[kernel]}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         check=True).stdout
+                         check=True, cwd=ROOT).stdout  # `-c` imports from cwd
     row = json.loads(out.strip().splitlines()[-1])
     print(f"{kernel:<15} seed {seed}: cold start {row['acc_before']:.1%} -> GRPO "
           f"{row['acc_after_grpo']:.1%}", flush=True)

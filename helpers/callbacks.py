@@ -8,7 +8,7 @@
 - `LivePlot` redraws the training figure and saves it, with the log, into the run folder.
 - `CompletionSampler` keeps a few sampled completions with their rewards and advantages.
 
-`helpers.grpo_run.standard_callbacks` builds the set notebook 05 and the script use.
+`helpers.grpo_run.build_trainer` builds the set notebook 05 and the script use.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ runtime metadata, its header line about Colab and its bootstrap cell from this f
 from __future__ import annotations
 
 from pathlib import Path, PurePath
-from typing import Literal
+from typing import Literal, NamedTuple
 
 # The repository Colab clones, and the pinned tag it checks out (never a moving branch).
 COURSE_REPO = "https://github.com/grpo-course/grpo-course"
@@ -15,24 +15,43 @@ COURSE_REF = "v0.1.0"
 COLAB_DIR = "/content/grpo-course"
 
 Install = Literal["full", "light"]
-# What each notebook installs on Colab, keyed by its name without the number, so renumbering
-# changes nothing here and a rename is one line. "full": the GPU lock (torch, vLLM, unsloth), and
-# Colab is asked for a T4. "light": the course's CPU-side packages at their locked versions on top
-# of Colab's own torch (locks/light.txt), on any runtime. Only this table decides; a test fails
+Minutes = tuple[float, float]  # (low, high)
+
+
+class Notebook(NamedTuple):  # not a dataclass: the bootstrap loads this file without importing it
+    """What one notebook needs on Colab and what it costs there.
+
+    `install`: "full" is the GPU lock (torch, vLLM, unsloth), and Colab is asked for a T4; "light"
+    is the course's CPU-side packages at their locked versions on Colab's own torch
+    (locks/light.txt), on any runtime. `work_minutes`: the notebook's own work on its runtime,
+    beyond the install and vLLM's first start (an estimate). `starts_vllm`: it loads with
+    `fast_inference` on a T4. `trains`: it also trains for the profile's steps
+    (helpers.profiles.expected_t4_minutes), on top of `work_minutes`.
+    """
+
+    install: Install
+    work_minutes: Minutes
+    starts_vllm: bool = False
+    trains: bool = False
+
+
+# Every notebook, in reading order, keyed by its name without the number, so renumbering changes
+# nothing here and a rename is one line. The headers' Colab and time lines (make sync-notebooks),
+# the journey (helpers.journey) and the bootstrap's install all read this table; a test fails
 # when a notebook has no entry or an entry has no notebook.
-NOTEBOOK_INSTALLS: dict[str, Install] = {
-    "setup": "light",  # shows the GPU through Colab's torch and the lock as text: no GPU stack
-    "load_4bit_lora": "full",
-    "gsm8k_formatting": "light",
-    "reward_design": "light",
-    "policy_gradient": "light",  # plain transformers and torch on the smoke model
-    "grpo_training": "full",
-    "evaluation": "full",
-    "save_and_use": "full",
-    "grpo_from_scratch": "light",
-    "r1_recipe_toy": "light",
-    "scaling_up": "light",
-    "ablation_lab": "light",  # trains the smoke model on a CPU; reads the stored grid
+NOTEBOOKS: dict[str, Notebook] = {
+    "setup": Notebook("light", (1, 1)),  # the GPU through Colab's torch, the lock as text
+    "load_4bit_lora": Notebook("full", (2, 5), starts_vllm=True),  # 1.2 GB download, generations
+    "gsm8k_formatting": Notebook("light", (1, 1)),  # light notebooks run smoke on a CPU runtime
+    "reward_design": Notebook("light", (1, 1)),
+    "policy_gradient": Notebook("light", (1, 1)),  # plain transformers and torch, smoke model
+    "grpo_training": Notebook("full", (1, 2), starts_vllm=True, trains=True),  # + held-out scores
+    "evaluation": Notebook("full", (5, 10), starts_vllm=True),  # 200 problems, base and trained
+    "save_and_use": Notebook("full", (5, 10)),  # 3 GB 16-bit download, merge, reload; no vLLM
+    "grpo_from_scratch": Notebook("light", (2, 4)),  # measured 115 s on the light stand-in
+    "r1_recipe_toy": Notebook("light", (4, 8)),  # measured 269 s on the light stand-in
+    "scaling_up": Notebook("light", (1, 1)),
+    "ablation_lab": Notebook("light", (2, 4)),  # the live ablation: short smoke runs, 2 cores
 }
 # The Colab runtime a "full" notebook asks for (its notebook metadata).
 COLAB_GPU = "T4"
@@ -54,13 +73,19 @@ def notebook_key(name: str) -> str:
     return rest if sep and number.isdigit() else stem
 
 
-def notebook_install(name: str) -> Install:
-    """The install a notebook needs on Colab; an unknown notebook is an error that names the fix."""
+def notebook(name: str) -> Notebook:
+    """A notebook's row of NOTEBOOKS; an unknown notebook is an error that names the fix."""
     key = notebook_key(name)
-    if key not in NOTEBOOK_INSTALLS:
-        raise KeyError(f"{name} has no entry in helpers/course.py NOTEBOOK_INSTALLS: add "
-                       f'"{key}": "full" or "light", then run `make sync-notebooks`.')
-    return NOTEBOOK_INSTALLS[key]
+    if key not in NOTEBOOKS:
+        raise KeyError(f"{name} has no entry in helpers/course.py NOTEBOOKS: add "
+                       f'"{key}": Notebook("full" or "light", (low, high) minutes), then run '
+                       "`make sync-notebooks`.")
+    return NOTEBOOKS[key]
+
+
+def notebook_install(name: str) -> Install:
+    """The install a notebook needs on Colab."""
+    return notebook(name).install
 
 
 def needs_gpu(name: str) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from helpers.data import make_prompt
-from helpers.hardware import Hardware, choose_precision, detect_hardware
+from helpers.hardware import Hardware, detect_hardware
 from helpers.loading import load_trained
 from helpers.paths import ROOT
 from helpers.storage import clear_staging, fault_point, swap_in
@@ -194,7 +194,7 @@ def export_gguf(model: Any, tokenizer: Any, out_dir: Path, quantization: str = "
 
 def merged_dtype(hw: Hardware) -> str:
     """How to load a merged model: 'float16' where training ran in fp16 (a T4), else 'auto'."""
-    return "float16" if choose_precision(hw) == "fp16" else "auto"
+    return "float16" if hw.precision == "fp16" else "auto"
 
 
 def hub_token() -> str | None:

@@ -7,9 +7,9 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers.hardware import Hardware, choose_precision
+from helpers.hardware import Hardware
 from helpers.memory import ARCHITECTURES, estimate
-from helpers.profiles import SEED, SMOKE_MODEL, Profile
+from helpers.profiles import SEED, SMOKE_MODEL, Profile, TrainingConfigError
 
 if TYPE_CHECKING:
     from trl import GRPOConfig
@@ -72,10 +72,6 @@ def explain_config(config: Any) -> str:
     return "\n".join(lines)
 
 
-class TrainingConfigError(ValueError):
-    """A training setting that would fail later; the message names the fix."""
-
-
 def checkpoint_every(max_steps: int) -> int:
     """Save about three times a run, and at least every 25 steps (minutes apart on a T4)."""
     return max(1, min(25, max_steps // 3))
@@ -91,7 +87,6 @@ def grpo_settings(profile: Profile, hw: Hardware, output_dir: str | Path, **over
 
     What each field does is in KNOB_NOTES; the comments here say why a value is set explicitly.
     """
-    precision = choose_precision(hw)
     settings: dict[str, Any] = {
         "output_dir": str(output_dir),
         # Batch sizes count completions: 1 x 4 = one prompt's group of 4 per optimizer step.
@@ -118,8 +113,8 @@ def grpo_settings(profile: Profile, hw: Hardware, output_dir: str | Path, **over
         "num_iterations": 1,
         "weight_decay": 0.0,  # set, or unsloth's GRPOConfig would use 0.001 on a GPU
         "temperature": 1.0,
-        "bf16": precision == "bf16",
-        "fp16": precision == "fp16",
+        "bf16": hw.precision == "bf16",
+        "fp16": hw.precision == "fp16",
         "use_cpu": not hw.cuda,
         "logging_steps": 1,
         # Rotation runs after a save is whole, so one would do; two keep a spare if Drive loses
@@ -216,7 +211,7 @@ def validate(profile: Profile, hw: Hardware, settings: dict[str, Any]) -> None:
             f"which is not divisible by num_generations={generations}: set "
             f"gradient_accumulation_steps={accum} (or num_generations to a divisor of {batch})."
         )
-    if settings.get("bf16") and choose_precision(hw) != "bf16":
+    if settings.get("bf16") and hw.precision != "bf16":
         where = hw.gpu_name or "a CPU"
         raise TrainingConfigError(
             f"bf16=True, but {where} has no bf16 (it needs compute capability 8.0+): remove the "
@@ -276,5 +271,5 @@ def check_config(
             f"{profile.name} profile: {'; '.join(differences)}. Set those fields back; to change "
             "one on purpose, pass the same value to check_config (e.g. check_config(config, "
             "profile, hw, output_dir, beta=0.04)) and to the script, or change grpo_settings "
-            "in helpers/resume.py."
+            "in helpers/grpo_config.py."
         )

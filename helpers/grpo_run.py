@@ -22,7 +22,8 @@ from helpers.callbacks import (
     LivePlot,
     StepTimer,
 )
-from helpers.grpo_config import TrainingConfigError, heldout_every
+from helpers.grpo_config import heldout_every
+from helpers.profiles import TrainingConfigError
 from helpers.run_folder import RunFolder, as_run
 
 if TYPE_CHECKING:
@@ -52,57 +53,69 @@ class Instrument:
     patch_trainer: Callable[[Any], None] | None = None
 
 
-def standard_callbacks(
-    run: RunFolder | Path, tokenizer: Any, profile: Profile, config: GRPOConfig, *,
-    writer: bool = True, heldout: bool = True, adapter: bool = True,
-    heldout_rows: Sequence[dict[str, str]] | None = None,
-) -> list[Any]:
-    """Notebook 05's callbacks, in its order: held-out accuracy, live plot, adapter, step timer.
+def course_callbacks(
+    run: RunFolder | Path, profile: Profile, config: GRPOConfig, *, writer: bool = True,
+    heldout: bool = True, adapter: bool = True, samples: bool = True,
+) -> list[str]:
+    """Notebook 05's callbacks, in its order, each as `Name(setting=value, ...)`: what
+    `build_trainer` builds (tests/test_grpo_run.py holds the two equal) and `check_trainer`
+    expects of a trainer written on the page, compared without building anything.
 
     `writer` is False on every process but the first (one writer for the figure and the log);
     `heldout` False where one process cannot generate alone (several processes); `adapter` False
-    under ZeRO-3, whose sharded LoRA is gathered once at the end instead. `heldout_rows`: the
-    held-out problems, when the caller has them already (default: loaded for the profile).
+    under ZeRO-3, whose sharded LoRA is gathered once at the end instead; `samples` False where
+    no completion table is wanted.
     """
-    from helpers.data import load_gsm8k
-    from helpers.evaluation import decoding_settings
+    run, steps = as_run(run), config.max_steps
+    wanted = [
+        (writer and heldout, "HeldOutAccuracy",
+         {"every": heldout_every(steps), "problems": profile.heldout_during_training}),
+        (writer, "LivePlot", {"every": plot_every(steps), "run": run.root}),
+        (adapter, "AdapterCheckpoint", {"run": run.root}),
+        (writer, "StepTimer", {"every_seconds": f"{STEP_TIMER_SECONDS:g}"}),
+        (samples, "CompletionSampler", {"every": sample_every(steps), "path": run.samples}),
+    ]
+    return [_described(name, settings) for keep, name, settings in wanted if keep]
 
-    run = as_run(run)
-    callbacks: list[Any] = []
-    if writer and heldout:
-        rows = heldout_rows if heldout_rows is not None else load_gsm8k(  # never trained on
-            "test", profile, limit=profile.heldout_during_training)
-        callbacks.append(HeldOutAccuracy(tokenizer, list(rows), decoding_settings(profile), run,
-                                         every=heldout_every(config.max_steps)))
-    if writer:
-        callbacks.append(LivePlot(run, every=plot_every(config.max_steps)))
-    if adapter:
-        callbacks.append(AdapterCheckpoint(run, tokenizer))
-    if writer:
-        callbacks.append(StepTimer(every_seconds=STEP_TIMER_SECONDS))
-    return callbacks
+
+def _described(name: str, settings: dict[str, Any]) -> str:
+    return f"{name}({', '.join(f'{key}={value}' for key, value in settings.items())})"
 
 
 def build_trainer(
     model: Any, tokenizer: Any, config: GRPOConfig, profile: Profile, run: RunFolder | Path, *,
-    callbacks: Sequence[Any] = (), train_dataset: Any = None, sample_completions: bool = True,
-    instrument: Instrument | None = None, reward_funcs: Sequence[Any] | None = None,
+    train_dataset: Any = None, writer: bool = True, heldout: bool = True, adapter: bool = True,
+    samples: bool = True, instrument: Instrument | None = None,
+    reward_funcs: Sequence[Any] | None = None,
 ) -> GRPOTrainer:
-    """trl's GRPOTrainer for the course's run: its data, rewards and weights, the given callbacks,
-    and (with `sample_completions`) the completion sampler that reads the trainer itself.
+    """trl's GRPOTrainer for the course's run: its data, rewards and weights, and notebook 05's
+    callbacks (`course_callbacks` says which, and what the flags do).
 
     `reward_funcs` replaces the course's rewards (notebook 11's reward arms; the config's
     reward_weights must match them)."""
     from transformers.utils.notebook import NotebookProgressCallback
     from trl import GRPOTrainer
 
-    from helpers.data import grpo_train_dataset
+    from helpers.data import grpo_train_dataset, load_gsm8k
+    from helpers.evaluation import decoding_settings
     from helpers.rewards import REWARD_FUNCS
 
+    run, steps = as_run(run), config.max_steps
     instrument = instrument or Instrument()
     rewards = list(REWARD_FUNCS if reward_funcs is None else reward_funcs)
     if instrument.wrap_first_reward is not None:
         rewards[0] = instrument.wrap_first_reward(rewards[0])
+    callbacks: list[Any] = []
+    if writer and heldout:
+        rows = load_gsm8k("test", profile, limit=profile.heldout_during_training)  # unseen
+        callbacks.append(HeldOutAccuracy(tokenizer, list(rows), decoding_settings(profile), run,
+                                         every=heldout_every(steps)))
+    if writer:
+        callbacks.append(LivePlot(run, every=plot_every(steps)))
+    if adapter:
+        callbacks.append(AdapterCheckpoint(run, tokenizer))
+    if writer:
+        callbacks.append(StepTimer(every_seconds=STEP_TIMER_SECONDS))
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
@@ -113,27 +126,26 @@ def build_trainer(
         callbacks=[*callbacks, *instrument.callbacks],
     )
     trainer.remove_callback(NotebookProgressCallback)  # a table of the loss alone
-    if sample_completions:
-        trainer.add_callback(CompletionSampler(trainer, as_run(run),
-                                               every=sample_every(config.max_steps)))
+    if samples:  # it reads the trainer's newest generation batch, so it comes last
+        trainer.add_callback(CompletionSampler(trainer, run, every=sample_every(steps)))
     if instrument.patch_trainer is not None:
         instrument.patch_trainer(trainer)
     return trainer
 
 
 def describe_callback(callback: Any) -> str | None:
-    """A course callback and the settings that decide what it does; None for trl's own."""
+    """A course callback as `course_callbacks` writes it; None for trl's own."""
     name = type(callback).__name__
     if isinstance(callback, HeldOutAccuracy):
-        return f"{name}(every={callback.every}, problems={len(callback.golds)})"
+        return _described(name, {"every": callback.every, "problems": len(callback.golds)})
     if isinstance(callback, LivePlot):
-        return f"{name}(every={callback.every}, run={callback.run.root})"
+        return _described(name, {"every": callback.every, "run": callback.run.root})
     if isinstance(callback, AdapterCheckpoint):
-        return f"{name}(run={callback.run.root})"
+        return _described(name, {"run": callback.run.root})
     if isinstance(callback, StepTimer):
-        return f"{name}(every_seconds={callback.every_seconds:g})"
+        return _described(name, {"every_seconds": f"{callback.every_seconds:g}"})
     if isinstance(callback, CompletionSampler):
-        return f"{name}(every={callback.every}, path={callback.path})"
+        return _described(name, {"every": callback.every, "path": callback.path})
     return None
 
 
@@ -151,13 +163,7 @@ def check_trainer(trainer: Any, run: RunFolder | Path, profile: Profile) -> None
     """
     from helpers.rewards import REWARD_FUNCS
 
-    scorer = next((c for c in trainer.callback_handler.callbacks
-                   if isinstance(c, HeldOutAccuracy)), None)
-    scored = scorer.rows if scorer and len(scorer.rows) == profile.heldout_during_training else None
-    expected = [describe_callback(c) for c in standard_callbacks(  # the trainer's rows, not again
-        run, trainer.processing_class, profile, trainer.args, heldout_rows=scored)]
-    expected.append(describe_callback(CompletionSampler(
-        trainer, as_run(run), every=sample_every(trainer.args.max_steps))))
+    expected = course_callbacks(run, profile, trainer.args)
     rewards = [f.__name__ for f in trainer.reward_funcs]
     differences = []
     if rewards != [f.__name__ for f in REWARD_FUNCS]:
@@ -168,5 +174,5 @@ def check_trainer(trainer: Any, run: RunFolder | Path, profile: Profile) -> None
         raise TrainingConfigError(
             f"This trainer is not the run helpers.grpo_run.build_trainer assembles for the "
             f"{profile.name} profile: {'; '.join(differences)}. Set them back, or change "
-            "standard_callbacks in helpers/grpo_run.py for every caller."
+            "course_callbacks and build_trainer in helpers/grpo_run.py for every caller."
         )

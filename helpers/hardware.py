@@ -8,14 +8,42 @@ from typing import Literal
 Precision = Literal["bf16", "fp16", "fp32"]
 
 
+def best_precision(cuda: bool, compute_capability: tuple[int, int] | None) -> Precision:
+    """bf16 needs compute capability 8.0+ (Ampere); a T4 (7.5) must use fp16; a CPU trains fp32.
+
+    `torch.cuda.is_bf16_supported()` can say True on a T4 through emulation, so it is not asked.
+    """
+    if not cuda:
+        return "fp32"
+    if compute_capability is not None and compute_capability >= (8, 0):
+        return "bf16"
+    return "fp16"
+
+
 @dataclass(frozen=True)
 class Hardware:
-    """A description of the accelerator (or its absence)."""
+    """A description of the accelerator (or its absence), and the precision a run uses on it.
+
+    `precision` is decided once, here, from the compute capability; every later step (the
+    GRPOConfig flags, the weights' dtype, vLLM's dtype) reads it. `replace(hw, precision="fp16")`
+    runs a bf16-capable GPU the way a T4 runs (`make gpu-check --precision fp16`).
+    """
 
     cuda: bool
     gpu_name: str | None = None
     vram_gb: float = 0.0
     compute_capability: tuple[int, int] | None = None
+    precision: Precision = None  # type: ignore[assignment]  # None: the best this machine has
+
+    def __post_init__(self) -> None:
+        best = best_precision(self.cuda, self.compute_capability)
+        allowed = {"fp32": {"fp32"}, "fp16": {"fp16"}, "bf16": {"bf16", "fp16"}}[best]
+        if self.precision is None:
+            object.__setattr__(self, "precision", best)
+        elif self.precision not in allowed:
+            where = self.gpu_name or "a CPU"
+            raise ValueError(f"precision={self.precision!r} cannot run on {where}: use "
+                             f"{' or '.join(repr(p) for p in sorted(allowed))}.")
 
     def describe(self) -> str:
         """One line for humans."""
@@ -44,18 +72,6 @@ def detect_hardware() -> Hardware:
         vram_gb=props.total_memory / 1024**3,
         compute_capability=(props.major, props.minor),
     )
-
-
-def choose_precision(hw: Hardware) -> Precision:
-    """bf16 needs compute capability 8.0+ (Ampere); a T4 (7.5) must use fp16.
-
-    `torch.cuda.is_bf16_supported()` can say True on a T4 through emulation, so it is not asked.
-    """
-    if not hw.cuda:
-        return "fp32"
-    if hw.compute_capability is not None and hw.compute_capability >= (8, 0):
-        return "bf16"
-    return "fp16"
 
 
 # vLLM by GPU class. unsloth's Colab notebooks pin 0.11.2 on a T4: 0.10.x and 0.14.x clash with

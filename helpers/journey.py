@@ -2,10 +2,11 @@
 
 Every figure comes from one place: the install times from `helpers.course.INSTALL_MINUTES`,
 vLLM's first start from `helpers.loading.VLLM_FIRST_START_MINUTES`, notebook 05's training from the
-t4 profile's seconds per step, and the other notebooks' work from WORK_MINUTES below. Where
+t4 profile's seconds per step, and each notebook's own work from `helpers.course.NOTEBOOKS`. Where
 `make gpu-check` has written runs/gpu-check/*.json, its measured vLLM start (and an install time,
-when a report carries one) replace the estimates. Notebook 00 prints the table; docs/colab.md
-holds a copy that a test compares with `journey_markdown()`.
+when a report carries one) replace the estimates. Notebook 00 prints the table, each notebook's
+header says its own row (`time_line`), and docs/colab.md holds a copy that a test compares with
+`journey_markdown()`.
 """
 
 from __future__ import annotations
@@ -15,31 +16,20 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.course import FULL_INSTALL_RESTART, INSTALL_MINUTES, NOTEBOOK_INSTALLS, Install
+from helpers.course import (
+    COLAB_GPU,
+    FULL_INSTALL_RESTART,
+    INSTALL_MINUTES,
+    NOTEBOOKS,
+    Install,
+    Minutes,
+    notebook_key,
+)
 from helpers.loading import VLLM_FIRST_START_MINUTES
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES, Profile, expected_t4_minutes
 
-Minutes = tuple[float, float]  # (low, high)
 GPU_CHECK_REPORTS = ROOT / "runs" / "gpu-check"
-# The notebooks that start vLLM on a T4 (a fast_inference load): 07 loads without it.
-STARTS_VLLM = ("load_4bit_lora", "grpo_training", "evaluation")
-# Each notebook's own work on its runtime, beyond install and vLLM's start (estimates, minutes).
-# 05's training comes from the profile; this adds its held-out scoring (five scores of 32).
-WORK_MINUTES: dict[str, Minutes] = {
-    "setup": (1, 1),  # reads the GPU and the lock: seconds
-    "load_4bit_lora": (2, 5),  # a 1.2 GB download, a few generations
-    "gsm8k_formatting": (1, 1),  # the light notebooks run the smoke profile on a CPU runtime
-    "reward_design": (1, 1),
-    "policy_gradient": (1, 1),
-    "grpo_training": (1, 2),  # + the profile's training time
-    "evaluation": (5, 10),  # 200 problems, base and trained, with vLLM
-    "save_and_use": (5, 10),  # a 3 GB 16-bit download, the merge, a reload (GGUF is opt-in)
-    "grpo_from_scratch": (2, 4),  # measured 115 s on the light stand-in
-    "r1_recipe_toy": (4, 8),  # measured 269 s on the light stand-in (cold starts from scratch)
-    "scaling_up": (1, 1),
-    "ablation_lab": (2, 4),  # the live ablation: six short runs of the smoke model on 2 cores
-}
 
 
 @dataclass(frozen=True)
@@ -91,20 +81,20 @@ def journey(profile: Profile = PROFILES["t4"], found: Measured | None = None) ->
     """One Leg per notebook, in reading order, for `profile` on a Colab T4."""
     found = measured() if found is None else found
     legs = []
-    for name, install in NOTEBOOK_INSTALLS.items():
-        install_minutes = minutes_range(INSTALL_MINUTES[install])
-        if install == "full" and found.full_install is not None:
+    for name, book in NOTEBOOKS.items():
+        install_minutes = minutes_range(INSTALL_MINUTES[book.install])
+        if book.install == "full" and found.full_install is not None:
             install_minutes = (found.full_install, found.full_install)
         vllm: Minutes = (0, 0)
-        if name in STARTS_VLLM and profile.fast_inference:
+        if book.starts_vllm and profile.fast_inference:
             vllm = VLLM_FIRST_START_MINUTES
             if found.vllm_first_start is not None:
                 vllm = (found.vllm_first_start, found.vllm_first_start)
-        low, high = WORK_MINUTES[name]
-        if name == "grpo_training":
+        low, high = book.work_minutes
+        if book.trains:
             training = expected_t4_minutes(profile) or (0, 0)
             low, high = low + training[0], high + training[1]
-        legs.append(Leg(name, install, install_minutes, vllm, (low, high)))
+        legs.append(Leg(name, book.install, install_minutes, vllm, (low, high)))
     return legs
 
 
@@ -131,6 +121,18 @@ def _span(minutes: Minutes) -> str:
 
 def _sum(spans: list[Minutes]) -> Minutes:
     return sum(s[0] for s in spans), sum(s[1] for s in spans)
+
+
+def time_line(notebook: str, legs: list[Leg] | None = None) -> str:
+    """A notebook header's time, its journey row in words: '**Time:** ≈ 6-9 min on a T4 (...)'."""
+    key = notebook_key(notebook)
+    leg = next(leg for leg in (journey() if legs is None else legs) if leg.notebook == key)
+    parts = [f"{_span(leg.install_minutes)} install"]
+    if leg.vllm_minutes[1]:
+        parts.append(f"{_span(leg.vllm_minutes)} vLLM start")
+    parts.append(f"{_span(leg.work_minutes)} {'training' if NOTEBOOKS[key].trains else 'work'}")
+    where = f"on a {COLAB_GPU}" if leg.install == "full" else "on any runtime"
+    return f"**Time:** ≈ {_span(leg.total)} min {where} ({', '.join(parts)}; estimated)"
 
 
 def journey_markdown(legs: list[Leg] | None = None, found: Measured | None = None) -> str:

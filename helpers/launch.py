@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from helpers.hardware import Hardware, choose_precision
+from helpers.hardware import Hardware
 from helpers.loading import load_unsloth
-from helpers.profiles import Profile
+from helpers.profiles import Profile, TrainingConfigError
 
 Backend = Literal["unsloth", "peft"]
 
@@ -30,8 +30,18 @@ class Plan:
     why: str
 
 
-def plan_run(world_size: int, vllm_server: bool) -> Plan:
-    """The one place that picks unsloth or transformers + peft, and 4-bit or 16-bit weights."""
+def plan_run(profile: Profile, world_size: int = 1, vllm_server: bool = False) -> Plan:
+    """The one place that picks unsloth or transformers + peft, and 4-bit or 16-bit weights.
+
+    A vLLM server serves the same weights it receives, so a pre-quantized 4-bit model cannot be
+    used with one: that is refused here, before anything loads.
+    """
+    if vllm_server and "bnb-4bit" in profile.model_name:
+        raise TrainingConfigError(
+            f"--vllm-server-host needs a 16-bit model that vLLM serves too, not "
+            f"{profile.model_name}: download the 16-bit one (huggingface-cli download "
+            "<id> --local-dir DIR) and pass --model DIR here and to `trl vllm-serve --model`."
+        )
     if world_size == 1 and not vllm_server:
         return Plan("unsloth", True, 1, "one process: unsloth, exactly as notebook 05")
     if vllm_server:
@@ -46,17 +56,6 @@ def plan_run(world_size: int, vllm_server: bool) -> Plan:
         f"{world_size} processes: unsloth trains on one device only, so transformers + peft "
         "load the same 4-bit base (bitsandbytes NF4, on CPU too) and the same LoRA settings",
     )
-
-
-def check_server_model(profile: Profile, vllm_server: bool) -> str | None:
-    """Why this model cannot be used with a vLLM server (None when it can)."""
-    if vllm_server and "bnb-4bit" in profile.model_name:
-        return (
-            f"--vllm-server-host needs a 16-bit model that vLLM serves too, not "
-            f"{profile.model_name}: download the 16-bit one (huggingface-cli download "
-            "<id> --local-dir DIR) and pass --model DIR here and to `trl vllm-serve --model`"
-        )
-    return None
 
 
 def world_size_from_env() -> int:
@@ -107,9 +106,7 @@ def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool) -> tuple[Any, 
     from helpers.loading import load_kwargs, lora_kwargs
 
     load, lora = load_kwargs(profile), lora_kwargs(profile)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[
-        choose_precision(hw)
-    ]
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[hw.precision]
     quantization = None
     if load_in_4bit:
         quantization = BitsAndBytesConfig(

@@ -18,6 +18,10 @@ class ProfileError(ValueError):
     """A profile that does not exist, or cannot run on this hardware."""
 
 
+class TrainingConfigError(ValueError):
+    """A training setting that would fail later; the message names the fix."""
+
+
 @dataclass(frozen=True)
 class Profile:
     """Everything that differs between a CPU smoke run and a real GPU run."""

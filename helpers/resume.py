@@ -12,8 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from helpers.grpo_config import TrainingConfigError
 from helpers.paths import shown
+from helpers.profiles import TrainingConfigError
 from helpers.run_folder import ADAPTER_STEP_FILE, FINGERPRINT_FILE, RunFolder, as_run
 from helpers.storage import (
     RunFolderError,

@@ -6,7 +6,7 @@ import os
 import textwrap
 
 from helpers.course import COLAB_GPU, needs_gpu
-from helpers.hardware import Hardware, choose_precision, detect_hardware, use_one_cpu_thread
+from helpers.hardware import Hardware, detect_hardware, use_one_cpu_thread
 from helpers.paths import on_colab
 from helpers.profiles import SEED, Profile, explain_choice, select_profile
 
@@ -46,9 +46,8 @@ def start(requested_profile: str | None = None, seed: int = SEED) -> tuple[Hardw
 
 def describe_precision(hw: Hardware) -> str:
     """The trainer's precision flags; the weights' own dtype is a separate choice (notebook 00)."""
-    precision = choose_precision(hw)
-    flags = f"bf16={precision == 'bf16'}, fp16={precision == 'fp16'}"
-    return f"trainer {precision} ({flags}); the weights' dtype is unsloth's choice at load"
+    flags = f"bf16={hw.precision == 'bf16'}, fp16={hw.precision == 'fp16'}"
+    return f"trainer {hw.precision} ({flags}); the weights' dtype is unsloth's choice at load"
 
 
 def warns_no_gpu(hw: Hardware, requested_profile: str | None, colab: bool, notebook: str) -> bool:

@@ -1,6 +1,6 @@
 """Write locks/colab.txt: what a fresh Colab kernel has imported before the first cell runs.
 
-    python3 scripts/colab_kernel_modules.py --freeze pip-freeze.gpu.txt --colabtools DIR \\
+    python3 -m scripts.colab_kernel_modules --freeze pip-freeze.gpu.txt --colabtools DIR \\
         --python python3.13 --venv /tmp/colab-kernel --colab-python 3.13.15 \\
         --source "googlecolab/backend-info@a724079 (2026-08-19), googlecolab/colabtools@3c07d77"
 
@@ -37,14 +37,12 @@ import argparse
 import json
 import re
 import subprocess
-import sys
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+from scripts.lock_stack import COLAB_RECORD, KEPT_ON_COLAB, normalize
 
-from lock_stack import COLAB_RECORD, KEPT_ON_COLAB, normalize  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 KERNEL_PACKAGES = ("ipykernel", "ipython", "jupyter_client", "pyzmq", "tornado", "traitlets")
 # Import names whose distribution is named otherwise, for what google.colab imports.
@@ -83,11 +81,11 @@ client.stop_channels()
 manager.shutdown_kernel(now=True)
 print("PROBE " + "".join(out).strip())
 '''
+# The kernel starts in the course's root (the driver's working folder), so `scripts` imports.
 PROBE = """
 import json, sys
-sys.path.insert(0, {scripts!r})
-from colab_bootstrap import loaded_versions
-print(json.dumps({{"colab": "google.colab" in sys.modules, "versions": loaded_versions()}}))
+from scripts.colab_bootstrap import loaded_versions
+print(json.dumps({"colab": "google.colab" in sys.modules, "versions": loaded_versions()}))
 """
 
 
@@ -179,9 +177,8 @@ def build_kernel_venv(folder: Path, base_python: str, freeze: dict[str, str],
 
 def probe(python: str) -> dict[str, str]:
     """{distribution: version} that the fresh kernel has imported (run inside the venv)."""
-    code = PROBE.format(scripts=str(ROOT / "scripts"))
-    done = subprocess.run([python, "-c", DRIVER, code], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([python, "-c", DRIVER, PROBE], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
     line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), None)
     if done.returncode != 0 or line is None:
         raise SystemExit(f"The kernel probe failed:\n{done.stderr[-3000:]}")

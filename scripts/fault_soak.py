@@ -1,13 +1,13 @@
 """Kill 05's training, 06's evaluation and 07's merge anywhere; resume; check that nothing is lost.
 
-    python scripts/fault_soak.py                      # the chain CI runs: every named kill point
-    python scripts/fault_soak.py --random 20          # then 20 kills after random delays
-    python scripts/fault_soak.py --processes 2        # also a 2-process run, killed and resumed
-    python scripts/fault_soak.py --disk-full-mount    # (root) a real full disk: a small tmpfs
+    python -m scripts.fault_soak                      # the chain CI runs: every named kill point
+    python -m scripts.fault_soak --random 20          # then 20 kills after random delays
+    python -m scripts.fault_soak --processes 2        # also a 2-process run, killed and resumed
+    python -m scripts.fault_soak --disk-full-mount    # (root) a real full disk: a small tmpfs
 
 Each attempt runs `scripts/train_grpo.py --profile smoke` (notebook 05's path) in a child process
-that a test stops with SIGKILL: at a named point where the child waits (FAULT_POINTS in the
-script, reached through $GRPO_FAULT_AT), or after a random delay. The next attempt resumes. After
+that a test stops with SIGKILL: at a named point where the child waits (FAULT_POINTS in
+tools/faults.py, reached through $GRPO_FAULT_AT), or after a random delay. The next attempt resumes. After
 every kill, `check_after_kill` asserts what the course promises (see CHECKS). To pay the imports
 (unsloth, trl: ~6 s) once, the children are forked from a process that has already imported them
 (`Zygote`); `--cold` starts each attempt with a fresh `python` instead.
@@ -31,16 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers.grpo_config import checkpoint_every
+from helpers.resume import checkpoint_step, latest_checkpoint
+from helpers.run_folder import ADAPTER_STEP_FILE, RunFolder, has_adapter, usable_adapter
+from helpers.storage import adapter_problem, file_problem
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from helpers.grpo_config import checkpoint_every  # noqa: E402
-from helpers.resume import checkpoint_step, latest_checkpoint  # noqa: E402
-from helpers.run_folder import ADAPTER_STEP_FILE, RunFolder, has_adapter, usable_adapter  # noqa: E402
-from helpers.storage import adapter_problem, file_problem  # noqa: E402
-
-SCRIPT = ROOT / "scripts" / "train_grpo.py"
 MAX_STEPS = 8  # the smoke profile then saves every 2 steps (checkpoint_every)
 SAVE_STEPS = checkpoint_every(MAX_STEPS)
 # The chain: each attempt resumes the last one's run and is killed at the next point.
@@ -77,7 +74,7 @@ class Zygote:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__)), "--zygote"], cwd=ROOT, text=True,
+            [sys.executable, "-m", "scripts.fault_soak", "--zygote"], cwd=ROOT, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **child_env()},
         )
         self._expect("ready")
@@ -112,7 +109,7 @@ class Cold:
         self.process: subprocess.Popen | None = None
 
     def start(self, target: str, argv: Sequence[str], env: dict[str, str], log: Path) -> int:
-        command = [sys.executable, str(Path(__file__)), "--child", target, *argv]
+        command = [sys.executable, "-m", "scripts.fault_soak", "--child", target, *argv]
         with log.open("ab") as out:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
@@ -520,7 +517,7 @@ def two_process_command(run: Path, max_steps: int, dump: Path | None = None) -> 
     command = [
         str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-        str(SCRIPT), *train_argv(run, max_steps),
+        "-m", "scripts.train_grpo", *train_argv(run, max_steps),
     ]
     return command + (["--debug-dump-params", str(dump)] if dump else [])
 

@@ -1,8 +1,8 @@
 """Fill, or check, every `<!-- fig:KEY -->VALUE<!-- /fig -->` in README, docs/ and the notebooks.
 
-    python scripts/figures.py            # rewrite each VALUE from its source (make figures)
-    python scripts/figures.py --check    # fail, naming the fix, on a wrong VALUE, key or source
-    python scripts/figures.py --list     # every registered key and its value
+    python -m scripts.figures            # rewrite each VALUE from its source (make figures)
+    python -m scripts.figures --check    # fail, naming the fix, on a wrong VALUE, key or source
+    python -m scripts.figures --list     # every registered key and its value
 
 Only the text between the markers changes; in notebooks, only markdown cells are read.
 """
@@ -10,16 +10,13 @@ Only the text between the markers changes; in notebooks, only markdown cells are
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from tools.cited_numbers import SOURCES, check_text, compute, fill_text, keys_in
 
-from tools.cited_numbers import SOURCES, check_text, compute, fill_text, keys_in  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def documents(root: Path) -> list[Path]:

@@ -1,8 +1,8 @@
 """Execute the course's notebooks in order, headless, like a learner pressing "Run all".
 
-    python scripts/run_course.py                # copies + figures under runs/<timestamp>/
-    python scripts/run_course.py --only 03 05   # just these notebooks
-    python scripts/run_course.py --in-place     # refresh the committed notebooks' stored outputs
+    python -m scripts.run_course                # copies + figures under runs/<timestamp>/
+    python -m scripts.run_course --only 03 05   # just these notebooks
+    python -m scripts.run_course --in-place     # refresh the committed notebooks' stored outputs
 
 The profile comes from the hardware, or from $GRPO_PROFILE.
 """
@@ -13,21 +13,19 @@ import argparse
 import base64
 import json
 import os
-import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
+from scripts.sync_notebooks import synced
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sync_notebooks import synced  # noqa: E402
 
 CPU_CELL_TIMEOUT = 1800  # s: on CPU (smoke profile) the slowest cell takes about a minute
 # On a GPU, notebook 05 trains max_steps steps in one cell: allow 4x the slowest T4 step time
@@ -59,8 +57,6 @@ def cell_timeout(max_steps: int, on_gpu: bool) -> int:
 
 def profile_name(requested: str | None) -> str:
     """The profile the notebooks will pick: `requested`, else the hardware's."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from helpers.profiles import PROFILES, default_profile_name
 
     if requested in PROFILES:
@@ -105,7 +101,7 @@ def course_times(seconds: dict[str, float]) -> dict[str, object]:
     """
     return {
         "profile": "smoke", "cores": os.cpu_count(), "command": "make execute-notebooks",
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "cache": "empty",
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"), "cache": "empty",
         "seconds": {name: round(s, 1) for name, s in sorted(seconds.items())},
     }
 
@@ -159,7 +155,7 @@ def main() -> int:
         paths = [p for p in paths if p.name[:2] in args.only]
         if not paths:
             raise SystemExit(f"No notebook numbered {' '.join(args.only)} in notebooks/.")
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out = ROOT / "runs" / stamp
     if not args.in_place:
         os.environ["GRPO_RUN_DIR"] = str(out)  # kernels inherit it: runs, adapters, logs go here

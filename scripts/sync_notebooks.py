@@ -1,7 +1,7 @@
 """Write the Colab badges and the bootstrap cell into the notebooks, from helpers/course.py.
 
-    python scripts/sync_notebooks.py          # rewrite notebooks in place
-    python scripts/sync_notebooks.py --check  # exit 1 if any notebook is out of date
+    python -m scripts.sync_notebooks          # rewrite notebooks in place
+    python -m scripts.sync_notebooks --check  # exit 1 if any notebook is out of date
 
 The repository URL and ref, and what each notebook needs on Colab, live in one place
 (helpers/course.py). This script writes them into every notebook: the badge and a line saying what
@@ -15,15 +15,11 @@ from __future__ import annotations
 import argparse
 import ast
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from helpers.course import (  # noqa: E402
+from helpers.course import (
     COLAB_DIR,
     COLAB_GPU,
     COURSE_REF,
@@ -33,7 +29,9 @@ from helpers.course import (  # noqa: E402
     notebook_install,
     notebook_key,
 )
+from helpers.journey import time_line
 
+ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 BADGE_PREFIX = "[![Open In Colab]"
 COLAB_LINK = re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/")
@@ -107,6 +105,22 @@ def with_colab_line(title: str, line: str) -> str:
     timing = next((i for i, p in enumerate(paragraphs) if p.startswith("**Time:**")), None)
     at = len(paragraphs) if timing is None else timing
     return "\n\n".join([*paragraphs[:at], line, *paragraphs[at:]])
+
+
+TIME_LINE = "**Time:**"
+MEASURED = " · CPU smoke"  # the measured part of the time line, a figure `make figures` fills
+
+
+def with_time_line(title: str, line: str) -> str:
+    """The title cell with its time line's estimate replaced by `line`; the measured CPU time
+    that follows it stays (idempotent)."""
+    paragraphs = title.split("\n\n")
+    at = next((i for i, p in enumerate(paragraphs) if p.startswith(TIME_LINE)), None)
+    if at is None:
+        raise SystemExit(f"The title cell has no {TIME_LINE} paragraph: add one after the goals.")
+    _, sep, measured = paragraphs[at].partition(MEASURED)
+    paragraphs[at] = line + sep + measured
+    return "\n\n".join(paragraphs)
 
 
 def with_colab_metadata(metadata: dict, install: str) -> dict:
@@ -198,6 +212,7 @@ def synced(path: Path) -> nbformat.NotebookNode:
     lines = [line for line in title.source.splitlines() if not line.startswith(BADGE_PREFIX)]
     title.source = "\n".join([lines[0], "", badge(path), *lines[1:]]).replace("\n\n\n", "\n\n")
     title.source = with_colab_line(title.source, colab_line(path.name))
+    title.source = with_time_line(title.source, time_line(path.name))
     code = next(c for c in nb.cells if c.cell_type == "code")
     if not is_bootstrap(code.source):
         raise SystemExit(f"{path.name}: the first code cell must be the course bootstrap.")

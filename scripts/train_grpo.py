@@ -1,10 +1,12 @@
 """Notebook 05's GRPO run as a script: one process with unsloth, or several under accelerate.
 
-    python scripts/train_grpo.py --profile smoke --max-steps 5            # CPU, ~1 min
-    python scripts/train_grpo.py --profile t4                            # one GPU, as on Colab
+    python -m scripts.train_grpo --profile smoke --max-steps 5          # CPU, ~1 min
+    python -m scripts.train_grpo --profile t4                          # one GPU, as on Colab
     accelerate launch --config_file configs/accelerate/ddp.yaml --num_processes 4 \\
-        scripts/train_grpo.py --profile large                            # 4 GPUs (GPU only)
-    accelerate launch --num_processes 2 --cpu scripts/train_grpo.py --profile smoke --max-steps 3
+        -m scripts.train_grpo --profile large                          # 4 GPUs (GPU only)
+    accelerate launch --num_processes 2 --cpu -m scripts.train_grpo --profile smoke --max-steps 3
+
+Run it from the repository's root, as a module: `helpers` is then importable without installing.
 
 Same data, rewards, profile, GRPOConfig, checkpoints, log and figures as notebook 05 (all from
 `helpers`). What changes with several processes is decided in one place, `plan_run`: unsloth
@@ -25,48 +27,20 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `helpers` without installing the course
+from typing import TYPE_CHECKING, Any
 
 # These import torch at most: `import unsloth` must still come before trl/transformers/peft.
-from helpers.grpo_config import TrainingConfigError, describe_batch  # noqa: E402
-from helpers.hardware import Hardware  # noqa: E402
-from helpers.launch import (  # noqa: E402
-    Plan,
-    check_server_model,
-    load_model,
-    plan_run,
-    world_size_from_env,
-    zero3_requested,
-)
-from helpers.paths import shown  # noqa: E402
-from helpers.profiles import PROFILES, Profile  # noqa: E402
-from helpers.run_folder import RunFolder, run_dir  # noqa: E402
-from helpers.storage import RunFolderError, check_writable  # noqa: E402
+from helpers.grpo_config import describe_batch, explain_config, make_grpo_config
+from helpers.hardware import Hardware
+from helpers.launch import Plan, load_model, plan_run, world_size_from_env, zero3_requested
+from helpers.paths import shown
+from helpers.profiles import PROFILES, Profile, TrainingConfigError
+from helpers.run_folder import RunFolder, run_dir
+from helpers.storage import RunFolderError, check_writable
+from scripts._cli import OneLineParser, positive_int
 
 if TYPE_CHECKING:
     from trl import GRPOConfig
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag is reported on one line (argparse prints usage + error: two)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def build_parser() -> OneLineParser:
@@ -144,12 +118,9 @@ def config_overrides(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
 
 
 def build_config(
-    args: argparse.Namespace, hw: Hardware, profile: Profile, plan: Plan | None = None
+    args: argparse.Namespace, hw: Hardware, profile: Profile, plan: Plan
 ) -> GRPOConfig:
     """The GRPOConfig: make_grpo_config (helpers.grpo_config), as notebook 05's, + overrides."""
-    from helpers.grpo_config import make_grpo_config
-
-    plan = plan or plan_run(1, args.vllm_server_host is not None)
     checkpoints = output_dir(args, profile).checkpoints
     return make_grpo_config(profile, hw, checkpoints, **config_overrides(args, plan))
 
@@ -202,12 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from helpers.session import start
 
-    hw, profile = start(args.profile)
+    hw, profile = start(args.profile)  # also: one torch thread on a CPU
     profile = with_model(profile, args.model)
-    problem = check_server_model(profile, args.vllm_server_host is not None)
-    if problem:
-        build_parser().error(problem)
-    plan = plan_run(world_size_from_env(), args.vllm_server_host is not None)
+    plan = plan_run(profile, world_size_from_env(), args.vllm_server_host is not None)
     if plan.backend == "unsloth":
         import unsloth  # noqa: F401  (before trl, transformers and peft: it patches them)
     from accelerate import PartialState
@@ -215,37 +183,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     state = PartialState()  # joins the process group under `accelerate launch`
     run = output_dir(args, profile)
     config = build_config(args, hw, profile, plan)  # its TrainingArguments join the processes
-    extras = instrument(args, state.process_index, plan.world_size)  # each rank knows its index
     if state.is_main_process:
-        from helpers.grpo_config import explain_config
-
-        check_writable(run.root)  # before minutes of loading, not at the first checkpoint
         print(f"Backend: {plan.backend} ({plan.why})")
         print(describe_batch(config, plan.world_size))
-        print(f"Run    : {shown(run)}")
         print(explain_config(config))
-    if not args.resume and state.is_main_process:
-        shutil.rmtree(config.output_dir, ignore_errors=True)
+    extras = instrument(args, state.process_index, plan.world_size)  # each rank knows its index
+    if state.is_main_process:
+        check_writable(run.root)  # before minutes of loading, not at the first checkpoint
+        print(f"Run    : {shown(run)}")
+        if not args.resume:
+            shutil.rmtree(config.output_dir, ignore_errors=True)
     state.wait_for_everyone()
-    from helpers.hardware import use_one_cpu_thread
-
-    use_one_cpu_thread(hw)
     from helpers.data import grpo_train_dataset
-    from helpers.grpo_run import build_trainer, standard_callbacks
+    from helpers.grpo_run import build_trainer
     from helpers.resume import train_or_resume
 
     with state.main_process_first():  # the first process builds/downloads; the others reuse
         model, tokenizer = load_model(profile, hw, plan)
         dataset = grpo_train_dataset(profile, tokenizer)
-    callbacks = standard_callbacks(
-        run, tokenizer, profile, config,
+    trainer = build_trainer(
+        model, tokenizer, config, profile, run, train_dataset=dataset, instrument=extras,
         writer=state.is_main_process,  # one writer for the figure, log and samples
+        samples=state.is_main_process,
         heldout=plan.world_size == 1,  # one process of several cannot generate alone
         adapter=not zero3_requested(os.environ),  # ZeRO-3: save_outputs gathers it at the end
     )
-    trainer = build_trainer(model, tokenizer, config, profile, run, callbacks=callbacks,
-                            train_dataset=dataset, sample_completions=state.is_main_process,
-                            instrument=extras)
     train_or_resume(trainer)
     save_outputs(trainer, tokenizer, run)
     return 0

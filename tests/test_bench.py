@@ -14,14 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from scripts import figures as figures_script
+from tools import cited_numbers as figures
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 COMMITTED = ROOT / "runs" / "bench"
-sys.path[:0] = [str(BENCH), str(ROOT / "scripts")]
-
-import figures as figures_script  # noqa: E402  (scripts/figures.py)
-
-from tools import cited_numbers as figures  # noqa: E402
 
 
 def committed(name: str) -> dict:
@@ -79,10 +77,10 @@ def bench_scripts() -> list[str]:
 
 def run_plain(name: str, monkeypatch) -> None:
     """bench/<name>.py as `make bench` runs it: no arguments."""
-    module = importlib.import_module(name)
+    module = importlib.import_module(f"bench.{name}")
     if name in STAND_INS:
         STAND_INS[name](monkeypatch, module)
-    monkeypatch.setattr(sys, "argv", [f"bench/{name}.py"])
+    monkeypatch.setattr(sys, "argv", [f"bench/{name}.py"])  # as `python -m bench.<name>`
     (module.cli if hasattr(module, "cli") else module.main)()
 
 

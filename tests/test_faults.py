@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.grpo_config import TrainingConfigError
 from helpers.paths import shown
-from helpers.profiles import PROFILES
+from helpers.profiles import PROFILES, TrainingConfigError
 from helpers.resume import check_resumable, latest_checkpoint, load_log_history, prepare_resume
 from helpers.run_folder import usable_adapter
 from helpers.storage import RunFolderError, check_writable, file_problem, write_json_atomic

@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import count
 from pathlib import Path
 
@@ -24,7 +24,7 @@ T4_GPU = {"name": "Tesla T4", "memory_gib": 14.74, "compute_capability": "7.5"}
 SETTINGS = {"profile": "t4", "model": "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit", "grpo_steps": 3,
             "command": "scripts/gpu_check.py"}
 VERSIONS = {"unsloth": "2026.10.9", "vllm": "0.11.2"}
-NOW = datetime(2026, 12, 3, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 3, tzinfo=UTC)
 
 
 def ticking_meter(peaks: list[float]) -> g.Meter:

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from helpers.callbacks import HeldOutAccuracy, StepTimer
-from helpers.grpo_config import TrainingConfigError, make_grpo_config
+from helpers.grpo_config import make_grpo_config
 from helpers.grpo_run import (
     Instrument,
     build_trainer,
     check_trainer,
-    standard_callbacks,
+    course_callbacks,
     trainer_callbacks,
 )
 from helpers.hardware import detect_hardware
 from helpers.loading import load_kwargs, lora_kwargs
-from helpers.profiles import PROFILES
+from helpers.profiles import PROFILES, TrainingConfigError
 from helpers.run_folder import RunFolder
 
 SMOKE = PROFILES["smoke"]
@@ -37,8 +37,7 @@ def engine_trainer(loaded, folder: Path, **kwargs):
     model, tokenizer = loaded
     run = RunFolder(folder)
     config = make_grpo_config(SMOKE, detect_hardware(), run.checkpoints, max_steps=8)
-    callbacks = standard_callbacks(run, tokenizer, SMOKE, config)
-    return build_trainer(model, tokenizer, config, SMOKE, run, callbacks=callbacks, **kwargs), run
+    return build_trainer(model, tokenizer, config, SMOKE, run, **kwargs), run
 
 
 def test_the_engine_builds_notebook_05s_callbacks_in_its_order(loaded, tmp_path: Path):
@@ -49,7 +48,36 @@ def test_the_engine_builds_notebook_05s_callbacks_in_its_order(loaded, tmp_path:
                     if isinstance(c, HeldOutAccuracy))
     assert held_out.every == 2 and len(held_out.golds) == SMOKE.heldout_during_training
     assert held_out.adapter_dir == run.heldout_adapter
+    assert trainer_callbacks(trainer) == course_callbacks(run, SMOKE, trainer.args)
     check_trainer(trainer, run, SMOKE)  # the engine's own trainer passes its check
+
+
+def test_the_check_compares_without_building_or_loading_anything(loaded, tmp_path, monkeypatch):
+    import helpers.callbacks
+    import helpers.data
+
+    trainer, run = engine_trainer(loaded, tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("check_trainer built a callback or loaded held-out problems")
+
+    monkeypatch.setattr(helpers.data, "load_gsm8k", refuse)
+    for name in ("HeldOutAccuracy", "LivePlot", "AdapterCheckpoint", "StepTimer"):
+        monkeypatch.setattr(getattr(helpers.callbacks, name), "__init__", refuse)
+    check_trainer(trainer, run, SMOKE)
+
+
+@pytest.mark.parametrize(("flags", "names"), [
+    ({"writer": False}, ["AdapterCheckpoint", "CompletionSampler"]),  # another process of several
+    ({"heldout": False}, ["LivePlot", "AdapterCheckpoint", "StepTimer", "CompletionSampler"]),
+    ({"adapter": False, "samples": False}, ["HeldOutAccuracy", "LivePlot", "StepTimer"]),
+    ({"writer": False, "adapter": False, "samples": False}, []),  # notebook 11's runs
+])
+def test_the_flags_pick_the_same_callbacks_to_build_and_to_expect(loaded, tmp_path, flags, names):
+    trainer, run = engine_trainer(loaded, tmp_path, **flags)
+    built = trainer_callbacks(trainer)
+    assert [text.split("(")[0] for text in built] == names
+    assert built == course_callbacks(run, SMOKE, trainer.args, **flags)
 
 
 def test_a_trainer_without_held_out_scoring_is_refused_by_name(loaded, tmp_path: Path):

@@ -9,6 +9,7 @@ left out. `helpers/` is the course a learner imports; `tools/` is the repository
 
 import ast
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,3 +132,57 @@ def test_the_walk_sees_function_level_imports_and_circles():
 def test_the_smoke_model_check_sits_below_what_trains_and_evaluates_it():
     graph = import_graph()
     assert not graph["smoke_model"] & {"resume", "grpo_run", "export", "loading", "evaluation"}
+
+
+INDEX_ROW = re.compile(r"^    ([a-z_0-9]+) {2,}(.+?) {2,}(-|\d\d(?:[-, ]+\d\d)*)$")
+
+
+def index_groups() -> dict[str, dict[str, str]]:
+    """helpers/__init__.py's index: {group's first word: {module: its notebooks column}}."""
+    groups: dict[str, dict[str, str]] = {}
+    group = ""
+    for line in (HELPERS / "__init__.py").read_text().splitlines():
+        if line.startswith("The ") and line.rstrip().endswith(tuple("abcdefghijklmnopqrstuvwxyz)")):
+            group = line.split()[1].rstrip(":")
+        elif (row := INDEX_ROW.match(line)) and group:
+            groups.setdefault(group, {})[row[1]] = row[3]
+    return groups
+
+
+def notebooks_column(numbers: set[int]) -> str:
+    """{1, 2, 5, 6, 7} -> '01, 02, 05-07': runs of three or more as a span; none -> '-'."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    parts = [[f"{r[0]:02d}-{r[-1]:02d}"] if len(r) > 2 else [f"{n:02d}" for n in r] for r in runs]
+    return ", ".join(p for part in parts for p in part) or "-"
+
+
+def test_the_index_lists_every_module_once_with_the_notebooks_that_import_it():
+    groups = index_groups()
+    listed = [name for rows in groups.values() for name in rows]
+    assert sorted(listed) == sorted(modules(HELPERS)), (
+        "helpers/__init__.py's index must list every module once: add or remove a row")
+    importers: dict[str, set[int]] = {}
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        for name in package_imports(notebook_source(path)):
+            importers.setdefault(name, set()).add(int(path.name[:2]))
+    wrong = {name: (column, notebooks_column(importers.get(name, set())))
+             for rows in groups.values() for name, column in rows.items()
+             if column != notebooks_column(importers.get(name, set()))}
+    assert not wrong, f"index column (written, imported by): {wrong}"
+
+
+def test_the_index_groups_are_layers():
+    """The task stands on nothing else of the course; the engine on neither page nor lesson."""
+    groups, graph = index_groups(), import_graph()
+    assert set(groups) == {"task", "engine", "page", "lessons"}
+    for name in groups["task"]:
+        assert graph[name] <= set(groups["task"]), name
+    for name in groups["engine"]:
+        assert not graph[name] & (set(groups["page"]) | set(groups["lessons"])), name
+    assert notebooks_column({1, 2, 5, 6, 7, 9}) == "01, 02, 05-07, 09"
+    assert notebooks_column(set()) == "-"

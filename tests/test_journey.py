@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import INSTALL_MINUTES, NOTEBOOK_INSTALLS
+from helpers.course import INSTALL_MINUTES, NOTEBOOKS
 from helpers.journey import (
     Measured,
     journey,
@@ -14,6 +14,7 @@ from helpers.journey import (
     measured,
     minutes_range,
     one_runtime_path,
+    time_line,
     total,
 )
 from helpers.loading import VLLM_FIRST_START_MINUTES
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_each_leg_adds_up_and_the_totals_are_the_sum_of_the_legs():
     legs = journey(found=Measured())
-    assert [leg.notebook for leg in legs] == list(NOTEBOOK_INSTALLS)
+    assert [leg.notebook for leg in legs] == list(NOTEBOOKS)
     for leg in legs:
         parts = (leg.install_minutes, leg.vllm_minutes, leg.work_minutes)
         assert leg.total == (sum(p[0] for p in parts), sum(p[1] for p in parts))
@@ -74,7 +75,7 @@ def test_a_gpu_check_report_replaces_the_estimates(tmp_path):
 def test_the_table_prints_every_notebook_once_and_its_total_row_adds_up():
     table = journey_markdown(found=Measured())
     rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
-    assert len(rows) == len(NOTEBOOK_INSTALLS) + 1
+    assert len(rows) == len(NOTEBOOKS) + 1
     spans = [re.findall(r"[\d.]+(?:-[\d.]+)?", row.split("|")[-2]) for row in rows]
     lows = [float(s[0].split("-")[0]) for s in spans]
     highs = [float(s[0].split("-")[-1]) for s in spans]
@@ -86,3 +87,30 @@ def test_docs_colab_holds_the_table_notebook_00_prints():
     docs = (ROOT / "docs" / "colab.md").read_text()
     assert journey_markdown(found=Measured()) in docs, (
         "docs/colab.md's journey table is out of date: paste `python -m helpers.journey` there")
+
+
+def test_each_notebooks_header_says_its_own_journey_row():
+    """The `**Time:**` line of every header is `time_line` of its journey row (make sync-notebooks
+    writes it): a light notebook says "any runtime", a full one "on a T4" and its vLLM start."""
+    legs = journey(found=Measured())
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        title = "".join(json.loads(path.read_text())["cells"][0]["source"])
+        line = next(p for p in title.split("\n\n") if p.startswith("**Time:**"))
+        assert line.startswith(time_line(path.name, legs) + " · CPU smoke"), path.name
+        leg = next(leg for leg in legs if path.name[3:].startswith(leg.notebook))
+        total = time_line(path.name, legs).split(" min ")[0].removeprefix("**Time:** ≈ ")
+        assert total == "-".join(dict.fromkeys(
+            f"{m:.1f}".removesuffix(".0") for m in leg.total)), path.name
+        assert ("on any runtime" in line) == (leg.install == "light")
+        assert ("vLLM start" in line) == bool(leg.vllm_minutes[1])
+
+
+def test_helpers_course_loads_by_path_as_the_bootstrap_the_book_and_the_site_load_it():
+    """Colab's first cell reads helpers/course.py before anything is installed or importable."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_by_path", ROOT / "helpers" / "course.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # no sys.modules entry: a dataclass here would fail
+    assert module.notebook_install("05_grpo_training.ipynb") == "full"
+    assert list(module.NOTEBOOKS) == list(NOTEBOOKS)

@@ -53,7 +53,7 @@ def test_gpu_only_is_said_with_the_command(name):
 def _launch_env(name: str, num_processes: int = 4) -> dict[str, str]:
     """What `accelerate launch --config_file NAME ...` would put in each process's environment."""
     argv = ["--config_file", str(CONFIGS / name), "--num_processes", str(num_processes),
-            "scripts/train_grpo.py", "--profile", "large"]
+            "-m", "scripts.train_grpo", "--profile", "large"]
     args, defaults, from_config = _validate_launch_command(launch_command_parser().parse_args(argv))
     assert args.num_processes == num_processes
     if not args.use_deepspeed:

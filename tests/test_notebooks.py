@@ -9,12 +9,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.course import COLAB_GPU, NOTEBOOK_INSTALLS, notebook_install, notebook_key
+from helpers import course
+from helpers.course import COLAB_GPU, notebook_install, notebook_key
+from scripts.sync_notebooks import BOOTSTRAP_TITLE, colab_line, with_forms
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-sys.path.insert(0, str(ROOT / "scripts"))
-from sync_notebooks import BOOTSTRAP_TITLE, colab_line  # noqa: E402
 
 ABSOLUTE_ARTEFACT_PATH = re.compile(r"/[\w./-]+/(\.cache|runs|models)/")
 SECRET = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|api[_-]?key\s*=\s*['\"][^'\"]+)")
@@ -98,10 +98,10 @@ class TestNotebook:
                 assert not ABSOLUTE_ARTEFACT_PATH.search(json.dumps(output)), output
 
 
-def test_every_notebook_has_one_install_entry_and_every_entry_a_notebook():
+def test_every_notebook_has_one_row_and_every_row_a_notebook():
     keys = [notebook_key(path.name) for path in NOTEBOOKS]
-    assert sorted(keys) == sorted(NOTEBOOK_INSTALLS), "update helpers/course.py NOTEBOOK_INSTALLS"
-    assert set(NOTEBOOK_INSTALLS.values()) == {"full", "light"}
+    assert sorted(keys) == sorted(course.NOTEBOOKS), "update helpers/course.py NOTEBOOKS"
+    assert {b.install for b in course.NOTEBOOKS.values()} == {"full", "light"}
 
 
 def colab_gpu_notebooks() -> list[str]:
@@ -148,9 +148,8 @@ def test_full_notebook_headers_announce_a_restart_only_while_one_remains(monkeyp
     """A restart, where the full install still needs one, is said in every full notebook's header
     before the first cell, in the words of helpers.course.FULL_INSTALL_RESTART; with None (today:
     no replaced package can break a later cell, docs/colab.md) no header mentions one."""
-    import sync_notebooks
-
     from helpers.course import FULL_INSTALL_RESTART
+    from scripts import sync_notebooks
 
     restart = "Runtime → Restart session, then Runtime → Run all"
     for path in NOTEBOOKS:
@@ -189,16 +188,13 @@ def test_stored_outputs_hold_no_local_paths(path):
 
 def test_badges_and_bootstrap_match_helpers_course():
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "sync_notebooks.py"), "--check"],
-        capture_output=True, text=True,
+        [sys.executable, "-m", "scripts.sync_notebooks", "--check"],
+        capture_output=True, text=True, cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout
 
 
 def test_colab_forms_keep_the_value_and_the_comment():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from sync_notebooks import with_forms
-
     source = 'PROFILE = None  # None: from the hardware\nMAX_STEPS = 30\nRATE = 0.5  # why\nX = "a"'
     assert with_forms(source).splitlines() == [
         "# None: from the hardware",

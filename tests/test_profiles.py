@@ -1,5 +1,7 @@
 """Profile selection, precision and the one-line errors, from described (not real) hardware."""
 
+from dataclasses import replace
+
 import pytest
 
 from helpers.hardware import (
@@ -7,7 +9,6 @@ from helpers.hardware import (
     CPU_ONLY,
     TESLA_T4,
     Hardware,
-    choose_precision,
     vllm_requirement,
 )
 from helpers.profiles import (
@@ -40,12 +41,20 @@ def test_default_profile_follows_the_hardware(hw, expected):
     ("hw", "precision"), [(TESLA_T4, "fp16"), (A100_40GB, "bf16"), (L4, "bf16"), (CPU_ONLY, "fp32")]
 )
 def test_precision_comes_from_compute_capability(hw, precision):
-    assert choose_precision(hw) == precision
+    assert hw.precision == precision
 
 
 def test_t4_never_gets_bf16_even_if_torch_would_claim_it():
     # The decision reads only the compute capability; 7.5 < 8.0 means fp16.
-    assert choose_precision(Hardware(True, "Tesla T4", 15.0, (7, 5))) == "fp16"
+    assert Hardware(True, "Tesla T4", 15.0, (7, 5)).precision == "fp16"
+
+
+def test_a_bf16_gpu_may_run_the_t4s_fp16_path_but_nothing_runs_what_it_lacks():
+    assert replace(A100_40GB, precision="fp16").precision == "fp16"
+    with pytest.raises(ValueError, match="cannot run on Tesla T4: use 'fp16'"):
+        replace(TESLA_T4, precision="bf16")
+    with pytest.raises(ValueError, match="cannot run on a CPU: use 'fp32'"):
+        Hardware(False, precision="fp16")
 
 
 def test_vllm_pin_follows_the_t4_rule():

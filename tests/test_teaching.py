@@ -21,8 +21,9 @@ SOLUTION = re.compile(r"^### Solution (\d+)\b", re.M)  # may follow "## Solution
 LINK = re.compile(r"\[([^\]]+)\]\((\S+?)\)(?=[\s:;,.]|$)")
 ARXIV = re.compile(r"https://arxiv\.org/abs/\d{4}\.\d{4,5}")
 CITATION = re.compile(r"\([^()]+, (?:19|20)\d\d\)$")  # "Title (Authors, year)"
-TIME_LINE = re.compile(
-    r"^\*\*Time:\*\* T4 ≈ \d+(?:-\d+)? min \(estimated\) · CPU smoke "
+TIME_LINE = re.compile(  # the estimate is helpers.journey.time_line's (tests/test_journey.py)
+    r"^\*\*Time:\*\* ≈ [\d.]+(?:-[\d.]+)? min on (?:a T4|any runtime) \([^)]*estimated\) "
+    r"· CPU smoke "
     r"<!-- fig:cpu_seconds\.(\d\d) -->[^<]*<!-- /fig --> \(measured\)$",
     re.M,
 )
@@ -96,8 +97,9 @@ def header_problems(nb: nbformat.NotebookNode, name: str) -> list[str]:
     """The title cell carries the timing line, with this notebook's number in its figure key."""
     match = TIME_LINE.search(nb.cells[0].source)
     if not match:
-        return ["the title cell needs '**Time:** T4 ≈ N min (estimated) · CPU smoke "
-                "<!-- fig:cpu_seconds.NN -->M s<!-- /fig --> (measured)'"]
+        return ["the title cell needs '**Time:** ≈ N min on ... (... estimated) · CPU smoke "
+                "<!-- fig:cpu_seconds.NN -->M s<!-- /fig --> (measured)': make sync-notebooks "
+                "writes the estimate"]
     if match.group(1) != name[:2]:
         return [f"the timing line's key is cpu_seconds.{match.group(1)}, expected {name[:2]}"]
     return []
@@ -152,8 +154,8 @@ def _ran(source: str, text: str = "ok\n") -> nbformat.NotebookNode:
 
 GOOD = [
     nbformat.v4.new_markdown_cell(
-        "# 42 · A notebook\n\n**Time:** T4 ≈ 5 min (estimated) · CPU smoke "
-        "<!-- fig:cpu_seconds.42 -->3 s<!-- /fig --> (measured)"),
+        "# 42 · A notebook\n\n**Time:** ≈ 2-5 min on a T4 (2-3 install, 0-2 work; estimated) "
+        "· CPU smoke <!-- fig:cpu_seconds.42 -->3 s<!-- /fig --> (measured)"),
     nbformat.v4.new_markdown_cell("## Summary\n- a point\n\n## Exercises\n1. one\n2. two"),
     nbformat.v4.new_markdown_cell("## Solutions\n\n### Solution 1\nWhy."),
     _ran("print(1)"),
@@ -202,7 +204,7 @@ def test_the_precision_line_agrees_with_the_trainer_flags(machine, tmp_path):
 
     hw = getattr(helpers.hardware, machine)
     settings = grpo_settings(PROFILES["smoke"], hw, tmp_path)
-    precision = helpers.hardware.choose_precision(hw)
+    precision = hw.precision
     flags = f"(bf16={settings['bf16']}, fp16={settings['fp16']})"
     assert describe_precision(hw).startswith(f"trainer {precision} {flags}")
 

@@ -18,12 +18,12 @@ from helpers import launch
 from helpers.grpo_config import batch_arithmetic, checkpoint_every
 from helpers.hardware import CPU_ONLY
 from helpers.paths import ROOT
-from helpers.profiles import PROFILES
+from helpers.profiles import PROFILES, TrainingConfigError
 from helpers.run_folder import RunFolder
 from scripts import fault_soak
-from scripts import train_grpo as tg  # scripts/ is a namespace package from the root
+from scripts import train_grpo as tg
 
-SCRIPT = ROOT / "scripts" / "train_grpo.py"
+SMOKE = PROFILES["smoke"]
 TWO_PROCESS_STEPS = 8  # ~1 s a step; the seeded run needs a group with reward spread to move
 KILLED_IN = 5  # killed while scoring step 5: checkpoint-4 is whole, step 5 is lost
 
@@ -32,8 +32,8 @@ KILLED_IN = 5  # killed while scoring step 5: checkpoint-4 is whole, step 5 is l
 
 def _run(*args: str, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT,
-        env=env, timeout=timeout,
+        [sys.executable, "-m", "scripts.train_grpo", *args], capture_output=True, text=True,
+        cwd=ROOT, env=env, timeout=timeout,
     )
 
 
@@ -81,7 +81,7 @@ def _notebook_05_config(max_steps: int | None) -> Any:
 def test_one_process_gives_notebook_05s_config(max_steps):
     """The script's GRPOConfig equals the one notebook 05's config cell builds, field by field."""
     argv = ["--profile", "smoke"] + (["--max-steps", str(max_steps)] if max_steps else [])
-    script = tg.build_config(tg.parse_args(argv), CPU_ONLY, PROFILES["smoke"]).to_dict()
+    script = tg.build_config(tg.parse_args(argv), CPU_ONLY, SMOKE, launch.plan_run(SMOKE)).to_dict()
     notebook = _notebook_05_config(max_steps).to_dict()
     # logging_dir holds the creation time (runs/<date-time>_<host>): the one field that may differ.
     script.pop("logging_dir"), notebook.pop("logging_dir")
@@ -91,34 +91,35 @@ def test_one_process_gives_notebook_05s_config(max_steps):
 
 def test_flags_reach_the_config(tmp_path):
     args = tg.parse_args(["--profile", "smoke", "--max-steps", "7", "--output-dir", str(tmp_path)])
-    config = tg.build_config(args, CPU_ONLY, PROFILES["smoke"])
+    config = tg.build_config(args, CPU_ONLY, SMOKE, launch.plan_run(SMOKE))
     assert config.max_steps == 7
     assert Path(config.output_dir) == tmp_path / "checkpoints"
 
 
 def test_plan_is_made_in_one_place():
-    single = launch.plan_run(1, vllm_server=False)
+    single = launch.plan_run(SMOKE)
     assert (single.backend, single.load_in_4bit) == ("unsloth", True)
-    several = launch.plan_run(4, vllm_server=False)
+    several = launch.plan_run(SMOKE, 4, vllm_server=False)
     assert (several.backend, several.load_in_4bit) == ("peft", True)
-    served = launch.plan_run(4, vllm_server=True)
+    served = launch.plan_run(SMOKE, 4, vllm_server=True)
     assert (served.backend, served.load_in_4bit) == ("peft", False)
 
 
 def test_several_processes_and_vllm_server_settings():
     args = tg.parse_args(["--profile", "smoke", "--vllm-server-host", "10.0.0.1"])
-    plan = launch.plan_run(2, vllm_server=True)
-    config = tg.build_config(args, CPU_ONLY, PROFILES["smoke"], plan)
+    plan = launch.plan_run(SMOKE, 2, vllm_server=True)
+    config = tg.build_config(args, CPU_ONLY, SMOKE, plan)
     assert config.use_vllm and config.vllm_mode == "server"
     assert (config.vllm_server_host, config.vllm_server_port) == ("10.0.0.1", 8000)
     assert config.ddp_find_unused_parameters is False
 
 
-def test_vllm_server_refuses_a_4bit_checkpoint():
-    assert launch.check_server_model(PROFILES["large"], vllm_server=False) is None
-    assert "16-bit" in launch.check_server_model(PROFILES["large"], vllm_server=True)
+def test_the_plan_refuses_a_4bit_checkpoint_for_a_vllm_server():
+    assert launch.plan_run(PROFILES["large"], 4, vllm_server=False).load_in_4bit
+    with pytest.raises(TrainingConfigError, match="16-bit model that vLLM serves too"):
+        launch.plan_run(PROFILES["large"], 4, vllm_server=True)
     local = tg.with_model(PROFILES["large"], "models/llama-3.1-8b-instruct")
-    assert launch.check_server_model(local, vllm_server=True) is None
+    assert not launch.plan_run(local, 4, vllm_server=True).load_in_4bit
 
 
 @pytest.mark.parametrize(
