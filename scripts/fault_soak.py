@@ -7,10 +7,10 @@
 
 Each attempt runs `scripts/train_grpo.py --profile smoke` (notebook 05's path) in a child process
 that a test stops with SIGKILL: at a named point where the child waits (FAULT_POINTS in
-tools/faults.py, reached through $GRPO_FAULT_AT), or after a random delay. The next attempt resumes. After
-every kill, `check_after_kill` asserts what the course promises (see CHECKS). To pay the imports
-(unsloth, trl: ~6 s) once, the children are forked from a process that has already imported them
-(`Zygote`); `--cold` starts each attempt with a fresh `python` instead.
+tools/faults.py, reached through $GRPO_FAULT_AT), or after a random delay. The next attempt
+resumes. After every kill, `check_after_kill` asserts what the course promises (see CHECKS). To
+pay the imports (unsloth, trl: ~6 s) once, the children are forked from a process that has
+already imported them (`Zygote`); `--cold` starts each attempt with a fresh `python` instead.
 """
 
 from __future__ import annotations
