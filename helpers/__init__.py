@@ -12,7 +12,7 @@ The task: GSM8K's data and the rewards that score it, which everything above sta
     rewards          the reward registry: each function, its weight and rule    01, 03, 05-07
 
 The engine: a T4 run that survives a disconnect (05 trains, 06 evaluates, 07 exports)
-    profiles         sizes and knobs per machine; the errors that stop a run    00-02, 05, 07, 08, 10
+    profiles         sizes and knobs per machine; what stops a run      00-02, 05, 07, 08, 10
     hardware         what the machine is, and the precision it trains in        00, 01, 05
     paths            the course's root and caches; Colab or not                 01, 05, 07, 09, 10
     memory           the peak-memory estimate before anything loads             01, 05, 07, 08, 10

@@ -128,8 +128,7 @@ class HeldOutAccuracy(TrainerCallback):
 
     def __init__(self, tokenizer: Any, rows: list[dict[str, str]], settings: Any,
                  run: RunFolder | Path, every: int) -> None:
-        from helpers.data import extract_gold_answer
-        from helpers.evaluation import build_prompts
+        from helpers.data import build_prompts, extract_gold_answer
 
         self.tokenizer, self.settings, self.every = tokenizer, settings, max(1, every)
         self.rows = rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from helpers.synthetic import synthetic_split
@@ -56,6 +56,14 @@ def make_prompt(question: str) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": question},
+    ]
+
+
+def build_prompts(tokenizer: Any, questions: Iterable[str]) -> list[str]:
+    """The exact prompt strings: the training chat messages through the tokenizer's template."""
+    return [
+        tokenizer.apply_chat_template(make_prompt(q), tokenize=False, add_generation_prompt=True)
+        for q in questions
     ]
 
 

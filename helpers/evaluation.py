@@ -13,15 +13,16 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers.data import extract_gold_answer, make_prompt
+from helpers.data import build_prompts, extract_gold_answer
 from helpers.paths import ROOT, shown
+from helpers.profiles import SEED
 from helpers.run_folder import RunFolder, as_run, has_adapter, usable_adapter
-from helpers.stats import pass_at_k, wilson_interval
+from helpers.stats import SIDES, pass_at_k, wilson_interval
 from helpers.storage import check_writable, fault_point, file_problem, write_json_atomic
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 from helpers.rewards import Mode
 
 MODES: tuple[Mode, ...] = ("strict", "lenient")
-SIDES = ("base", "trained")
 
 
 class AdapterMissingError(FileNotFoundError):
@@ -45,7 +45,7 @@ class DecodingSettings:
     temperature: float = 0.0  # 0 means greedy: the single most likely completion
     top_p: float = 1.0
     num_samples: int = 1  # k of pass@k; more than 1 needs temperature > 0
-    seed: int = 3407
+    seed: int = SEED
     batch_size: int = 32  # transformers path only; padding can shift numerics, so it is fixed too
 
     def __post_init__(self) -> None:
@@ -71,14 +71,6 @@ class Generation:
 def decoding_settings(profile: Profile, **overrides: Any) -> DecodingSettings:
     """The profile's evaluation decoding: greedy, with the training completion budget."""
     return DecodingSettings(**{"max_new_tokens": profile.max_completion_length, **overrides})
-
-
-def build_prompts(tokenizer: Any, questions: Iterable[str]) -> list[str]:
-    """The exact prompt strings: the training chat messages through the tokenizer's template."""
-    return [
-        tokenizer.apply_chat_template(make_prompt(q), tokenize=False, add_generation_prompt=True)
-        for q in questions
-    ]
 
 
 def fingerprint(obj: Any) -> str:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers.evaluation import SIDES
 from helpers.logs import (
     HELDOUT_KEY,
     REWARD_PREFIX,
@@ -22,7 +21,7 @@ from helpers.logs import (
     series,
     training_entries,
 )
-from helpers.stats import wilson_interval
+from helpers.stats import SIDES, wilson_interval
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from helpers.data import extract_gold_answer
-from helpers.evaluation import build_prompts
+from helpers.data import build_prompts, extract_gold_answer
 from helpers.grpo_scratch import (
     GRPOSettings,
     Rollout,

@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from helpers.rewards import Mode
+if TYPE_CHECKING:
+    from helpers.rewards import Mode
 
+SIDES = ("base", "trained")  # the two models every paired comparison holds side by side
 Z_95 = 1.959963984540054  # the normal quantile for a two-sided 95% interval
 
 

@@ -128,8 +128,8 @@ def _warm_start_examples(tokenizer) -> list[tuple[list[int], list[int]]]:
 
 def validation_accuracy(model: Any, tokenizer: Any, rows: Sequence[dict[str, str]]) -> float:
     """Greedy strict accuracy on `rows`, decoded as notebook 06 decodes (the smoke budget)."""
-    from helpers.data import extract_gold_answer
-    from helpers.evaluation import DecodingSettings, build_prompts, generate_hf, score
+    from helpers.data import build_prompts, extract_gold_answer
+    from helpers.evaluation import DecodingSettings, generate_hf, score
     from helpers.profiles import SMOKE
 
     prompts = build_prompts(tokenizer, [row["question"] for row in rows])
