@@ -7,6 +7,7 @@ package, so the book builds and reads with no network.
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import shutil
 import sys
@@ -32,6 +33,7 @@ course = _course_module()
 
 project = "GRPO on a free GPU"
 html_title = "GRPO on a free GPU"
+version = release = course.COURSE_REF  # the tag the Colab buttons open, shown in every footer
 sys.path.insert(0, str(Path(__file__).parent))  # fold_solutions.py, beside this file
 # githubpages writes .nojekyll, so a host that runs Jekyll still serves _static/ and _images/.
 extensions = ["myst_nb", "sphinx.ext.githubpages", "fold_solutions"]
@@ -43,6 +45,8 @@ templates_path: list[str] = []
 # Notebooks are shown with the outputs they were committed with; the book never runs code.
 nb_execution_mode = "off"
 nb_merge_streams = True
+# Tables that cells print as Markdown: CommonMark, the default, has no tables and shows the pipes.
+nb_render_markdown_format = "gfm"
 myst_enable_extensions = ["dollarmath", "amsmath"]
 # GitHub-style anchors for `#section` links between pages (README.md#results and the like).
 myst_heading_anchors = 4
@@ -51,6 +55,7 @@ html_theme = "sphinx_book_theme"
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
 html_js_files = ["course.js"]
+html_favicon = "_static/favicon.svg"
 html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None
@@ -60,11 +65,21 @@ html_theme_options = {
     "repository_url": course.COURSE_REPO,
     "repository_branch": course.COURSE_REF,
     "use_repository_button": True,
-    "use_download_button": False,
+    "use_download_button": False,  # each notebook page has its own "Download .ipynb" button
     "home_page_in_toc": True,
     "show_navbar_depth": 1,
     "show_toc_level": 2,
+    # No author line ("By Author name not set"): the course version and where it lives instead.
+    "footer_content_items": ["extra-footer.html"],
+    "extra_footer": (f'<p>{project} · course version {course.COURSE_REF} · '
+                     f'<a href="{course.COURSE_REPO}">{course.COURSE_REPO}</a></p>'),
 }
+# Until the Colab target is published, every page says so above its title: the buttons would
+# otherwise open Colab's "notebook not found" (helpers/course.py, docs/publishing.md).
+if course.unpublished_target_line():
+    html_theme_options["announcement"] = html.escape(
+        f"Preview: the Colab and source links point at {course.COURSE_REPO} at "
+        f"{course.COURSE_REF}, which is not published yet.")
 
 # MathJax 3 from the sphinx-mathjax-offline wheel, served from _static/mathjax/. Only the parts
 # tex-chtml.js loads are copied (its TeX extensions, fonts, menu and a11y), not the 24 MB whole.

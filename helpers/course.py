@@ -13,6 +13,19 @@ from typing import Literal, NamedTuple
 COURSE_REPO = "https://github.com/grpo-course/grpo-course"
 COURSE_REF = "v0.1.0"
 COLAB_DIR = "/content/grpo-course"
+# The target this repository ships with, where nothing is published yet: while COURSE_REPO and
+# COURSE_REF are these, every Colab link and clone finds nothing, and `make site` and each
+# notebook's first cell say so (docs/publishing.md, "Publishing your own copy").
+UNPUBLISHED_TARGET = ("https://github.com/grpo-course/grpo-course", "v0.1.0")
+
+
+def unpublished_target_line() -> str | None:
+    """One line saying the Colab target is the unpublished default, or None once it is set."""
+    if (COURSE_REPO, COURSE_REF) != UNPUBLISHED_TARGET:
+        return None
+    return (f"Unpublished target: {COURSE_REPO} at {COURSE_REF} is the course's placeholder, so "
+            "Colab links and clones find nothing; set COURSE_REPO and COURSE_REF in "
+            "helpers/course.py (docs/publishing.md).")
 
 Install = Literal["full", "light"]
 Minutes = tuple[float, float]  # (low, high)

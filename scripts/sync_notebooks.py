@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -28,6 +30,7 @@ from helpers.course import (
     INSTALL_MINUTES,
     notebook_install,
     notebook_key,
+    unpublished_target_line,
 )
 from helpers.journey import time_line
 
@@ -48,6 +51,11 @@ COLAB_LINE = "**On Colab:**"  # the title cell's line about the runtime and the 
 def bootstrap_cell(notebook: str) -> str:
     """The bootstrap cell of `notebook` (its file name): its install comes from helpers/course."""
     minutes = INSTALL_MINUTES[notebook_install(notebook)]
+    unpublished = unpublished_target_line()
+    # While the target is the placeholder, the cell says so before it tries to clone it (in
+    # pieces that keep the cell's lines under the linter's 100 characters).
+    pieces = textwrap.wrap(unpublished or "", 80, drop_whitespace=False)
+    warn = "print(" + "\n      ".join(map(json.dumps, pieces)) + ")\n" if pieces else ""
     return f'''{BOOTSTRAP_TITLE}
 # Run this cell first. On Colab it fetches the course and installs this notebook's stack, once
 # per runtime ({minutes}; rerun it if it stopped). Elsewhere it only finds `helpers`.
@@ -61,7 +69,7 @@ NOTEBOOK = "{notebook_key(notebook)}"  # helpers/course.py says what it installs
 os.environ["GRPO_NOTEBOOK"] = NOTEBOOK  # helpers.session.start() reads it
 COURSE_REPO = "{COURSE_REPO}"
 COURSE_REF, COLAB_DIR = "{COURSE_REF}", "{COLAB_DIR}"
-if "google.colab" in sys.modules and not os.path.isdir(COLAB_DIR):
+{warn}if "google.colab" in sys.modules and not os.path.isdir(COLAB_DIR):
     partial = COLAB_DIR + ".partial"  # renamed into place only once the clone is complete
     subprocess.run(["rm", "-rf", partial], check=True)
     git = ["git", "clone", "--depth=1", f"--branch={{COURSE_REF}}", COURSE_REPO, partial]

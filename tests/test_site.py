@@ -32,7 +32,12 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import build_site  # noqa: E402
 
-from helpers.course import COURSE_REF, COURSE_REPO  # noqa: E402
+from helpers.course import (  # noqa: E402
+    COURSE_REF,
+    COURSE_REPO,
+    needs_gpu,
+    unpublished_target_line,
+)
 
 # Sphinx's own deprecation notices about the theme's code, not ours.
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
@@ -48,6 +53,8 @@ DETAIL_SHOTS = {"training-figure": ("notebooks/05_grpo_training.html", ".cell_ou
 # Math left as source: $$, or $...$ around something that is not a space (prices have none here).
 RAW_MATH = re.compile(r"\$\$|\$[^\s$][^$\n]*\$")
 FIG_MARKER = re.compile(r"<!--\s*fig:[^>]*?-->(.*?)<!--\s*/fig\s*-->", re.S)
+# The row under a Markdown table's header, as a cell prints it: `|---|---|` (or `| :-- |`).
+TABLE_RULE = re.compile(r"^\|\s*:?-{3,}", re.M)
 
 
 def chromium() -> str:
@@ -81,7 +88,11 @@ class Crawl:
     console_errors: list[str]
     failed_requests: list[str]
     search_hits: list[str]
+    search_snippets: list[str]
     folded_link_opens: bool
+    phone: dict[str, dict]  # page -> what tapping its buttons at a phone's width did
+    figure_tap_opens: str  # the URL a tap on 05's first figure opened
+    copied: tuple[str, str]  # (what the first Copy button on 05 copied, the code it sits on)
 
 
 # Run in each page once it has loaded and MathJax has typeset it.
@@ -90,15 +101,17 @@ PAGE_FACTS = """async () => {
   await Promise.all([...document.images].map(i => { i.loading = 'eager';
     return i.decode().catch(() => null); }));
   const skip = 'pre, code, script, style, mjx-container, textarea, .highlight';
-  const rawMath = [], comments = [];
+  const rawMath = [], comments = [], rawTables = [], markerText = [];
   const walker = document.createTreeWalker(document.body,
     NodeFilter.SHOW_TEXT | NodeFilter.SHOW_COMMENT);
   while (walker.nextNode()) {
     const n = walker.currentNode;
     if (n.nodeType === Node.COMMENT_NODE) {
       if (/fig:/.test(n.data)) comments.push(n.data);
-    } else if (!n.parentElement.closest(skip) && /\\$/.test(n.data)) {
-      rawMath.push(n.data.trim().slice(0, 120));
+    } else if (!n.parentElement.closest(skip)) {
+      if (/\\$/.test(n.data)) rawMath.push(n.data.trim().slice(0, 120));
+      if (/\\|\\s*:?-{3,}/.test(n.data)) rawTables.push(n.data.trim().slice(0, 120));
+      if (/<!--|fig:[\\w.]+ ?-->/.test(n.data)) markerText.push(n.data.trim().slice(0, 120));
     }
   }
   const article = document.querySelector('article') || document.body;
@@ -109,6 +122,10 @@ PAGE_FACTS = """async () => {
   const firstCell = article.querySelector('div.cell');
   const folds = [...article.querySelectorAll('details.solutions')];
   const exercises = article.querySelector('section#exercises');
+  const outputsAt = [...article.querySelectorAll('.cell_output')];
+  const smokeNote = article.querySelector('.smoke-outputs');
+  const code = [...article.querySelectorAll('div.highlight')]
+    .filter(b => !b.closest('.cell_output'));
   return {
     ids: [...document.querySelectorAll('[id], a[name]')].map(e => e.id || e.name),
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
@@ -132,7 +149,28 @@ PAGE_FACTS = """async () => {
       exercisesShown: !!exercises && exercises.checkVisibility(),
       math: document.querySelectorAll('mjx-container').length,
       outputImages: article.querySelectorAll('.cell_output img').length,
-      outputTables: article.querySelectorAll('.cell_output table').length,
+      outputTables: article.querySelectorAll('.cell_output .text_html table').length,
+      // a table a cell printed as Markdown: in an output, but not in an HTML one
+      markdownTables: [...article.querySelectorAll('.cell_output table')]
+        .filter(t => !t.closest('.text_html')).length,
+      rawTables, markerText,
+      headers: [...article.querySelectorAll('th')].map(th => th.innerText.trim()),
+      codeText: [...article.querySelectorAll('code')].map(c => c.textContent).join('\\n'),
+      alts: [...document.images].map(i => [i.getAttribute('src'), i.alt,
+        i.closest('a') ? i.closest('a').href : null]),
+      smokeNoteFirst: !!smokeNote && (!outputsAt.length || !!(smokeNote.compareDocumentPosition(
+        outputsAt[0]) & Node.DOCUMENT_POSITION_FOLLOWING)),
+      bootstrapShown: firstCell ? firstCell.querySelector('.cell_input')?.checkVisibility() : null,
+      bootstrapFolded: !!firstCell && !!firstCell.querySelector('details.hide summary'),
+      codeBlocks: code.length,
+      copyButtons: code.filter(b => b.querySelector('button.copy-button')).length,
+      download: [...article.querySelectorAll('a.download-button')].map(a => a.href),
+      footer: (q('.bd-footer-content') || {innerText: ''}).innerText,
+      announcement: (q('.bd-header-announcement') || {innerText: ''}).innerText,
+      favicon: q('link[rel~=icon]') ? q('link[rel~=icon]').href : null,
+      captions: [...document.querySelectorAll('.bd-sidebar-primary p.caption')].map(c => [
+        c.textContent.trim(), [...c.nextElementSibling.querySelectorAll('a.reference.internal')]
+          .map(a => a.href)]),
     },
   };
 }"""
@@ -163,7 +201,8 @@ def crawl(site: Path) -> Crawl:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=executable,
                                         args=["--no-sandbox", "--disable-dev-shm-usage"])
-            context = browser.new_context(viewport={"width": 1366, "height": 900})
+            context = browser.new_context(viewport={"width": 1366, "height": 900},
+                                          permissions=["clipboard-read", "clipboard-write"])
 
             # Nothing may leave the local server: such a request is refused and counted.
             def refuse(route, request) -> None:
@@ -188,22 +227,99 @@ def crawl(site: Path) -> Crawl:
                 where["page"] = rel
                 page.goto(base + rel, wait_until="load")
                 facts = page.evaluate(PAGE_FACTS)
+                facts["info"] |= laptop_menu(page)
                 pages[rel] = Page(rel, set(facts["ids"]), facts["links"],
                                   [tuple(i) for i in facts["images"]], facts["rawMath"],
                                   facts["comments"], facts["text"], facts["info"])
-            search_hits = search(page, base, where)
+            search_hits, snippets = search(page, base, where)
             folded_link_opens = link_into_fold_opens(page, base, where)
+            copied = copy_first_cell(page, base, where)
+            phone_context = browser.new_context(viewport={"width": 390, "height": 844},
+                                                is_mobile=True, has_touch=True)
+            phone_context.route(lambda url: not url.startswith((base, "data:", "blob:")), refuse)
+            phone = phone_context.new_page()
+            phone.on("pageerror", lambda e: errors.append(f"{where['page']} (phone): {e}"))
+            taps = {rel: tap_menus(phone, base, rel, where) for rel in pages}
+            figure_tap = tap_a_figure(phone, base, where)
+            phone_context.close()
             screenshots(context, base)
             browser.close()
     finally:
         server.shutdown()
-    result = Crawl(base, pages, errors, failed, search_hits, folded_link_opens)
+    result = Crawl(base, pages, errors, failed, search_hits, snippets, folded_link_opens, taps,
+                   figure_tap, copied)
     write_report(result)
     return result
 
 
-def search(page, base: str, where: dict) -> list[str]:
-    """Types 'advantage' into the search box of the policy-gradient page; the hits' URLs."""
+def laptop_menu(page) -> dict:
+    """Clicks ☰ at the laptop's width: does the sidebar collapse? (Clicked after the page's facts
+    are read, since it changes the page.)"""
+    toggle = page.locator(".primary-toggle:visible")
+    if not toggle.count():
+        return {"menuCollapses": None}
+    toggle.first.click()
+    try:
+        page.wait_for_function("() => !document.getElementById('pst-primary-sidebar')"
+                               ".checkVisibility({visibilityProperty: true})", timeout=3_000)
+    except PlaywrightTimeout:
+        return {"menuCollapses": False}
+    return {"menuCollapses": True}
+
+
+def tap_menus(page, base: str, rel: str, where: dict) -> dict:
+    """At a phone's width: how far the page is wider than the screen, and whether a tap on ☰
+    and on the contents button opens the navigation and the page's contents."""
+    where["page"] = f"{rel} (phone)"
+    page.goto(base + rel, wait_until="load")
+    facts = {"overflow": page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth")}
+    for name, button, dialog in [("menu", ".primary-toggle", "#pst-primary-sidebar-modal"),
+                                 ("contents", ".secondary-toggle", "#pst-secondary-sidebar-modal")]:
+        shown = page.locator(f"{button}:visible")
+        if not shown.count():
+            facts[name] = None  # no such button on this page (search, index)
+            continue
+        shown.first.tap()
+        try:  # open, and showing links (the theme moves the sidebar's content into it)
+            page.locator(f"{dialog}[open] a").first.wait_for(state="visible", timeout=3_000)
+            facts[name] = True
+        except PlaywrightTimeout:
+            facts[name] = False
+        page.keyboard.press("Escape")
+        page.wait_for_function(f"() => !document.querySelector('{dialog}').open", timeout=3_000)
+    return facts
+
+
+def tap_a_figure(page, base: str, where: dict) -> str:
+    """Taps the training figure on 05 at a phone's width; the URL that opens."""
+    where["page"] = "a tap on 05's training figure (phone)"
+    page.goto(base + "notebooks/05_grpo_training.html", wait_until="load")
+    try:
+        with page.expect_navigation(timeout=5_000):
+            page.locator(".cell_output img").first.tap()
+    except PlaywrightTimeout:
+        pass  # nothing opened: the URL is still the page's
+    return page.url
+
+
+def copy_first_cell(page, base: str, where: dict) -> tuple[str, str]:
+    """Clicks the Copy button of 05's first shown code cell: (the clipboard, the cell's code)."""
+    where["page"] = "the Copy button on 05"
+    page.goto(base + "notebooks/05_grpo_training.html", wait_until="load")
+    block = page.locator(".cell_input div.highlight:visible").first
+    block.hover()
+    button = block.locator("button.copy-button")
+    if not button.count():
+        return "", block.locator("pre").text_content() or ""
+    button.click()
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    return copied, (block.locator("pre").text_content() or "").rstrip("\n")
+
+
+def search(page, base: str, where: dict) -> tuple[list[str], list[str]]:
+    """Types 'advantage' into the search box of the policy-gradient page; the hits' URLs and
+    the snippets shown under them."""
     where["page"] = "search from notebooks/04_policy_gradient.html"
     page.goto(base + "notebooks/04_policy_gradient.html")
     page.locator("button.search-button__button:visible").first.click()
@@ -217,7 +333,8 @@ def search(page, base: str, where: dict) -> list[str]:
     # leaving the page aborts them (and they would count as failed requests).
     page.get_by_text("Search finished").wait_for(timeout=15_000)
     page.wait_for_load_state("networkidle")
-    return [h.get_attribute("href") or "" for h in hits.all()]
+    snippets = page.locator("#search-results li p.context").all_text_contents()
+    return [h.get_attribute("href") or "" for h in hits.all()], snippets
 
 
 def link_into_fold_opens(page, base: str, where: dict) -> bool:
@@ -366,6 +483,7 @@ def test_a_link_to_a_solution_opens_the_fold(crawl: Crawl) -> None:
 
 
 def test_stored_outputs_are_shown(crawl: Crawl) -> None:
+    markdown_tables = 0
     for stem in NOTEBOOKS:
         nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
         outputs = [o.get("data", {}) for c in nb.cells if c.cell_type == "code"
@@ -373,9 +491,137 @@ def test_stored_outputs_are_shown(crawl: Crawl) -> None:
         # myst-nb shows HTML before a PNG when an output has both, as Jupyter does.
         pngs = sum(1 for d in outputs if "image/png" in d and "text/html" not in d)
         tables = sum(d.get("text/html", "").count("<table") for d in outputs)
+        # and Markdown before plain text: a table a cell prints with IPython's Markdown()
+        printed = sum(len(TABLE_RULE.findall(d["text/markdown"])) for d in outputs
+                      if "text/markdown" in d and "text/html" not in d)
+        markdown_tables += printed
         info = crawl.pages[nb_page(stem)].info
         assert info["outputImages"] == pngs, f"{stem}: {info['outputImages']} of {pngs} figures"
         assert info["outputTables"] == tables, f"{stem}: {info['outputTables']} of {tables} tables"
+        assert info["markdownTables"] == printed, \
+            f"{stem}: {info['markdownTables']} of the {printed} Markdown tables its cells print " \
+            "are rendered as tables (book/conf.py: nb_render_markdown_format)"
+    assert markdown_tables >= 10, f"only {markdown_tables} Markdown tables: this checks too little"
+
+
+def test_no_table_is_left_as_pipes(crawl: Crawl) -> None:
+    raw = [f"{p.path}: {row}" for p in crawl.pages.values() for row in p.info["rawTables"]]
+    assert raw == [], "Markdown tables shown as text, not as tables:\n" + "\n".join(raw)
+
+
+def test_a_tag_in_a_printed_table_keeps_its_text(crawl: Crawl) -> None:
+    # 09's RFT table has a column "text after </answer>", printed unescaped by helpers/toy_r1.py.
+    headers = crawl.pages[nb_page("09_r1_recipe_toy")].info["headers"]
+    assert "text after </answer>" in headers, [h for h in headers if h.startswith("text after")]
+
+
+def test_menu_and_contents_buttons_open_on_a_phone(crawl: Crawl) -> None:
+    dead = [f"{rel}: {name}" for rel, taps in crawl.phone.items()
+            for name in ("menu", "contents") if taps[name] is False]
+    assert dead == [], "a tap at 390 px opened nothing:\n" + "\n".join(dead)
+    # Every page has the menu; every page with sections has its contents button.
+    assert all(taps["menu"] for taps in crawl.phone.values())
+    assert all(crawl.phone[nb_page(stem)]["contents"] for stem in NOTEBOOKS)
+
+
+def test_menu_button_collapses_the_sidebar_on_a_laptop(crawl: Crawl) -> None:
+    stuck = [p.path for p in crawl.pages.values() if not p.info["menuCollapses"]]
+    assert stuck == [], f"☰ at 1366 px left the sidebar in place on {stuck}"
+
+
+def test_no_page_is_wider_than_a_phone(crawl: Crawl) -> None:
+    wide = {rel: taps["overflow"] for rel, taps in crawl.phone.items() if taps["overflow"] > 0}
+    assert wide == {}, f"pages that scroll sideways at 390 px (px too wide): {wide}"
+
+
+def test_every_image_has_alt_text_that_says_what_it_shows(crawl: Crawl) -> None:
+    images = [(page.path, src, alt) for page in crawl.pages.values()
+              for src, alt, _ in page.info["alts"]]
+    # A file path (myst-nb's default) or a word or two says nothing to a screen reader.
+    unsaid = [f"{path}: {src}: {alt!r}" for path, src, alt in images
+              if len(re.findall(r"[A-Za-z]{2,}", alt)) < 3 or Path(src).name in alt
+              or ".png" in alt]
+    assert unsaid == [], f"{len(unsaid)} of {len(images)} images without alt text:\n" \
+        + "\n".join(unsaid)
+
+
+def test_a_tap_on_a_figure_opens_it_full_size(crawl: Crawl) -> None:
+    unlinked = [f"{page.path}: {src} ({link})" for page in crawl.pages.values()
+                for src, _, link in page.info["alts"]
+                if not (link and urlsplit(link).path.endswith(Path(src).name))]
+    assert unlinked == [], "images that are not links to their file:\n" + "\n".join(unlinked)
+    assert crawl.figure_tap_opens.endswith(".png"), \
+        f"a tap on 05's figure opened {crawl.figure_tap_opens}"
+
+
+def test_gpu_notebooks_say_their_outputs_come_from_a_cpu(crawl: Crawl) -> None:
+    for stem in NOTEBOOKS:
+        info = crawl.pages[nb_page(stem)].info
+        if needs_gpu(stem):
+            assert info["smokeNoteFirst"], f"{stem}: no CPU-outputs note before its outputs"
+        else:
+            assert info["smokeNoteFirst"] is False, f"{stem} needs no GPU, but has the note"
+
+
+def test_the_setup_cell_is_folded_and_test_markers_are_gone(crawl: Crawl) -> None:
+    for stem in NOTEBOOKS:
+        page = crawl.pages[nb_page(stem)]
+        assert page.info["bootstrapFolded"] and page.info["bootstrapShown"] is False, stem
+        assert "NBVAL" not in page.text, f"{stem}: a test-harness marker shows"
+
+
+def test_code_has_copy_buttons_that_copy_it(crawl: Crawl) -> None:
+    bare = {p.path: p.info["codeBlocks"] - p.info["copyButtons"] for p in crawl.pages.values()
+            if p.info["codeBlocks"] != p.info["copyButtons"]}
+    assert bare == {}, f"code blocks without a Copy button: {bare}"
+    copied, code = crawl.copied
+    assert copied and copied == code, f"the Copy button copied {copied[:80]!r}, not {code[:80]!r}"
+
+
+def test_each_notebook_page_offers_its_notebook_for_download(crawl: Crawl, site: Path) -> None:
+    for stem in NOTEBOOKS:
+        links = crawl.pages[nb_page(stem)].info["download"]
+        assert links == [f"{crawl.base}notebooks/{stem}.ipynb"], f"{stem}: {links}"
+        served = site / "notebooks" / f"{stem}.ipynb"
+        assert served.read_bytes() == (ROOT / "notebooks" / f"{stem}.ipynb").read_bytes(), stem
+
+
+def test_footer_shows_the_version_and_a_favicon_is_set(crawl: Crawl) -> None:
+    for page in crawl.pages.values():
+        assert "Author name not set" not in page.text, f"{page.path}: placeholder author"
+        assert COURSE_REF in page.info["footer"], f"{page.path}: footer {page.info['footer']!r}"
+        assert page.info["favicon"], f"{page.path}: no favicon (the browser asks for one)"
+
+
+def test_guides_are_apart_from_maintainer_docs(crawl: Crawl) -> None:
+    captions = dict(crawl.pages["index.html"].info["captions"])
+    assert list(captions) == ["Notebooks", "Guides", "For maintainers"], list(captions)
+    maintainers = {urlsplit(a).path.lstrip("/") for a in captions["For maintainers"]}
+    expected = {d.replace(".md", ".html") for d in build_site.MAINTAINER_DOCS}
+    assert maintainers == expected, maintainers
+    assert "docs/memory-tricks.html" in {urlsplit(a).path.lstrip("/") for a in captions["Guides"]}
+
+
+def test_search_snippets_quote_the_text_not_the_contents_list(crawl: Crawl) -> None:
+    assert crawl.search_snippets, "the search showed no snippets"
+    listing = [s for s in crawl.search_snippets if "Contents" in s]
+    assert listing == [], f"snippets that quote a page's contents list: {listing[:3]}"
+    assert all("advantage" in s.lower() for s in crawl.search_snippets), crawl.search_snippets
+
+
+def test_an_unpublished_colab_target_is_said_everywhere(crawl: Crawl) -> None:
+    from sync_notebooks import bootstrap_cell
+
+    line = unpublished_target_line()
+    cell = bootstrap_cell("05_grpo_training.ipynb")
+    for page in crawl.pages.values():
+        assert ("not published" in page.info["announcement"]) == bool(line), page.path
+    if line:
+        assert "Unpublished target" in cell
+        with pytest.raises(SystemExit, match="Unpublished target"):
+            build_site.require_published()
+    else:
+        assert "Unpublished target" not in cell
 
 
 def test_figure_markers_show_their_values(crawl: Crawl) -> None:
@@ -388,13 +634,17 @@ def test_figure_markers_show_their_values(crawl: Crawl) -> None:
     for rel, text in sources.items():
         page = crawl.pages[rel]
         assert page.comments == [], f"{rel}: figure comments left in the page: {page.comments}"
-        shown = re.findall(r"<!--.{0,40}|fig:[\w.]+ ?-->", page.text)
+        shown = page.info["markerText"]
         assert shown == [], f"{rel}: figure marker text shows: {shown}"
         for value in FIG_MARKER.findall(text):
             plain = re.sub(r"[*_`]", "", value).strip()
             assert plain in page.text, f"{rel}: the figure value {plain!r} is not on the page"
             checked += 1
     assert checked, "no figure marker found in any source: this test checks nothing"
+    # Where the prose shows a marker as code, the page shows it as written.
+    shown_as_code = "<!-- fig:KEY -->VALUE<!-- /fig -->"
+    assert shown_as_code in crawl.pages["index.html"].info["codeText"]
+    assert shown_as_code in crawl.pages["docs/contributing.html"].info["codeText"]
 
 
 def test_navigation_in_reading_order(crawl: Crawl) -> None:
@@ -433,6 +683,17 @@ def test_the_build_refuses_assets_from_another_host(tmp_path: Path) -> None:
     (tmp_path / "style.css").write_text("@font-face { src: url('https://example.org/f.woff2'); }")
     found = build_site.remote_assets(tmp_path)
     assert len(found) == 3 and not any("plain link" in line for line in found), found
+
+
+def test_staged_markdown_leaves_code_as_written() -> None:
+    stager = build_site.Stager(set())
+    source = ("Write `<!-- fig:K -->V<!-- /fig -->`; here <!-- fig:a -->`51 s`<!-- /fig -->.\n"
+              "```\n<!-- fig:b -->2<!-- /fig -->\n```\n")
+    assert stager.markdown(source, "docs/x.md") == (
+        "Write `<!-- fig:K -->V<!-- /fig -->`; here `51 s`.\n"
+        "```\n<!-- fig:b -->2<!-- /fig -->\n```\n")
+    with pytest.raises(SystemExit, match="not closed"):
+        stager.markdown("<!-- fig:a -->1 and `code`", "docs/x.md")
 
 
 def test_staged_markdown_rewrites_markers_and_links() -> None:

@@ -7,3 +7,66 @@ function openFoldedTarget() {
 }
 window.addEventListener("hashchange", openFoldedTarget);
 document.addEventListener("DOMContentLoaded", openFoldedTarget);
+
+// The themes bind the sidebar buttons' handlers to the first .primary-toggle and
+// .secondary-toggle on the page, which sit in the top bar that course.css hides; the buttons a
+// reader sees (the article's header) hand their clicks on to those (pydata-sphinx-theme #2451).
+document.addEventListener("DOMContentLoaded", () => {
+  for (const kind of ["primary-toggle", "secondary-toggle"]) {
+    const [bound, ...shown] = document.querySelectorAll(`.${kind}`);
+    for (const button of shown) {
+      button.addEventListener("click", (event) => { event.preventDefault(); bound.click(); });
+    }
+  }
+});
+
+// A Copy button on every code block but the outputs: learners copy cells into their notebook.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const block of document.querySelectorAll(".bd-article div.highlight")) {
+    if (block.closest(".cell_output")) continue;
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "copy-button";
+    button.textContent = "Copy";
+    button.setAttribute("aria-label", "Copy this code");
+    button.addEventListener("click", async () => {
+      const code = block.querySelector("pre");
+      try {
+        await navigator.clipboard.writeText(code.textContent.replace(/\n$/, ""));
+        button.textContent = "Copied";
+      } catch {  // no clipboard (an old browser, or a page opened from a file): select it
+        window.getSelection().selectAllChildren(code);
+        button.textContent = "Selected";
+      }
+      setTimeout(() => { button.textContent = "Copy"; }, 1500);
+    });
+    block.prepend(button);
+  }
+});
+
+// A tap on a figure opens it full size: on a phone a chart is scaled down to unreadable labels.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const image of document.querySelectorAll(".bd-article img")) {
+    if (image.closest("a")) continue;
+    const link = document.createElement("a");
+    link.href = image.getAttribute("src");
+    link.className = "figure-link";
+    link.title = "Open the full-size image";
+    image.replaceWith(link);
+    link.append(image);
+  }
+});
+
+// Search snippets quote the page's text: Sphinx takes them from role="main", which here also
+// holds the page's contents list, so most snippets quoted the list instead.
+document.addEventListener("DOMContentLoaded", () => {
+  if (typeof Search === "undefined") return;  // searchtools.js is only on search.html
+  Search.htmlToText = (htmlString, anchor) => {
+    const page = new DOMParser().parseFromString(htmlString, "text/html");
+    page.querySelectorAll(".headerlink, script, style, .copy-button").forEach((e) => e.remove());
+    const article = page.querySelector("article.bd-article") || page.body;
+    let part = null;
+    try { part = anchor && article.querySelector(anchor); } catch { /* not a valid selector */ }
+    return (part || article).textContent;
+  };
+});
