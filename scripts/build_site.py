@@ -1,7 +1,7 @@
 """Build the course as a static HTML book: `make site` writes _site/ (open _site/index.html).
 
-    python scripts/build_site.py            # stage, build, check it is offline, print a summary
-    python scripts/build_site.py --out DIR  # somewhere else (the tests build into a temp folder)
+    python -m scripts.build_site            # stage, build, check it is offline, print a summary
+    python -m scripts.build_site --out DIR  # somewhere else (the tests build into a temp folder)
 
 The pages are README (the front page), the notebooks in order with the outputs they were
 committed with (never executed), then docs/*.md. The sources are first copied to a staging
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib.util
 import posixpath
 import re
 import shutil
@@ -26,25 +25,13 @@ from pathlib import Path
 
 import nbformat
 
+# Both use the standard library only: the book needs no torch (the Pages build installs none).
+from helpers import course
+from helpers.profiles import PROFILES
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 DEFAULT_OUT = ROOT / "_site"
-
-
-def _load_course():
-    # Only helpers/course.py (the published repository and tag), without the helpers package.
-    spec = importlib.util.spec_from_file_location("_course_for_site", ROOT / "helpers/course.py")
-    assert spec and spec.loader, "helpers/course.py is missing"
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-course = _load_course()
-sys.path.insert(0, str(ROOT))
-# Standard library only, like helpers/course.py: the book still needs no torch.
-from helpers.profiles import PROFILES  # noqa: E402
 
 COLAB = "https://colab.research.google.com/github/"
 # A run figure in prose: <!-- fig:KEY -->VALUE<!-- /fig -->. The page shows VALUE alone; left

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -27,17 +26,15 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import build_site  # noqa: E402
-
-from helpers.course import (  # noqa: E402
+from helpers.course import (
     COURSE_REF,
     COURSE_REPO,
     needs_gpu,
     unpublished_target_line,
 )
+from scripts import build_site
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Sphinx's own deprecation notices about the theme's code, not ours.
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
@@ -610,7 +607,7 @@ def test_search_snippets_quote_the_text_not_the_contents_list(crawl: Crawl) -> N
 
 
 def test_an_unpublished_colab_target_is_said_everywhere(crawl: Crawl) -> None:
-    from sync_notebooks import bootstrap_cell
+    from scripts.sync_notebooks import bootstrap_cell
 
     line = unpublished_target_line()
     cell = bootstrap_cell("05_grpo_training.ipynb")
