@@ -14,7 +14,7 @@ The task: GSM8K's data and the rewards that score it, which everything above sta
 The engine: a T4 run that survives a disconnect (05 trains, 06 evaluates, 07 exports)
     profiles         sizes and knobs per machine; what stops a run      00-02, 05, 07, 08, 10
     hardware         what the machine is, and the precision it trains in        00, 01, 05
-    paths            the course's root and caches; Colab or not                 01, 05, 07, 09, 10
+    paths            the course's root and caches; Colab or not               00, 01, 05, 07, 09, 10
     memory           the peak-memory estimate before anything loads             01, 05, 07, 08, 10
     loading          unsloth's loading calls; a trained adapter loaded back     00-02, 05-07
     launch           the plan: one process with unsloth, or several with peft   10
@@ -23,6 +23,7 @@ The engine: a T4 run that survives a disconnect (05 trains, 06 evaluates, 07 exp
     callbacks        held-out accuracy, live plot, adapter, timer, samples      05
     resume           whole checkpoints, resuming, the saved adapter and log     05, 06
     run_folder       the run folder's layout, on Drive or local; finding it     05-07
+    one_runtime      06 and 07 run from 05's runtime: one install, no Drive     05
     storage          writes a kill cannot leave half-done; storage errors       -
     logs             trl's log history: the keys the course reads               06
     health           the health check that reads the log                        05

@@ -14,7 +14,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ from helpers.data import build_prompts, extract_gold_answer
 from helpers.paths import ROOT, shown
 from helpers.profiles import SEED
 from helpers.run_folder import RunFolder, as_run, has_adapter, usable_adapter
-from helpers.stats import SIDES, pass_at_k, wilson_interval
+from helpers.stats import SIDES, paired_bootstrap, pass_at_k, wilson_interval
 from helpers.storage import check_writable, fault_point, file_problem, write_json_atomic
 
 if TYPE_CHECKING:
@@ -361,6 +361,82 @@ def evaluate(
         "scores": {side: score(outputs[side], golds) for side in SIDES},
         "problems": per_problem_rows(questions, golds, outputs["base"], outputs["trained"]),
     }
+
+
+# How training samples its groups: notebook 06 scores base and trained this way too, beside greedy.
+SAMPLED_TEMPERATURE = 1.0
+SAMPLED_ANSWERS = 4  # answers per problem
+
+
+def sampled_settings(settings: DecodingSettings, num_samples: int = SAMPLED_ANSWERS
+                     ) -> DecodingSettings:
+    """`settings` sampled the way training samples: temperature 1, `num_samples` answers each."""
+    return replace(settings, temperature=SAMPLED_TEMPERATURE, top_p=1.0, num_samples=num_samples)
+
+
+def right_shares(generations: Sequence[Sequence[Generation]], golds: Sequence[str],
+                 mode: Mode = "strict") -> list[float]:
+    """Per problem, the share of its sampled answers that are right."""
+    from helpers.rewards import is_correct
+
+    return [sum(is_correct(s.text, gold, mode=mode) for s in samples) / len(samples)
+            for samples, gold in zip(generations, golds, strict=True)]
+
+
+def sampled_accuracy(
+    model: Any, tokenizer: Any, rows: Sequence[dict[str, str]], settings: DecodingSettings,
+    adapter_dir: Path, generate: Generate = generate_side,
+) -> dict[str, Any]:
+    """Base and trained sampled on the same prompts through `evaluate`'s generation path: each
+    side's mean share of right answers (strict), and the paired gain with a 95% interval."""
+    if settings.greedy:
+        raise ValueError("sampled_accuracy needs sampling: pass sampled_settings(settings).")
+    golds = [extract_gold_answer(row["answer"]) for row in rows]
+    prompts = build_prompts(tokenizer, [row["question"] for row in rows])
+    if generate is generate_side:  # one line per side below, counting every sample
+        generate = functools.partial(generate_side, progress=False)
+    shares = {}
+    for side in SIDES:
+        started = time.perf_counter()
+        shares[side] = right_shares(generate(model, tokenizer, prompts, settings, side,
+                                             adapter_dir), golds)
+        print(f"{side}, sampled: {len(prompts) * settings.num_samples} answers "
+              f"({settings.num_samples} a problem) in {time.perf_counter() - started:.1f} s",
+              flush=True)
+    low, high = paired_bootstrap(shares["base"], shares["trained"])  # shares, paired by problem
+    base, trained = (sum(shares[side]) / len(rows) for side in SIDES)
+    return {"settings": asdict(settings), "n": len(rows), "base": base, "trained": trained,
+            "gain": trained - base, "ci_low": low, "ci_high": high, "per_problem": shares}
+
+
+def describe_sampled(sampled: dict[str, Any], results: dict[str, Any]) -> str:
+    """Greedy and sampled accuracy side by side, base and trained, and what the two gains say."""
+    greedy = {side: results["scores"][side]["strict"]["accuracy"] for side in SIDES}
+    greedy_gain = greedy["trained"] - greedy["base"]
+    temperature = results["settings"]["temperature"]
+    first = "greedy, 1 answer" if temperature == 0 else f"T={temperature:g}, 1st answer"
+    k = sampled["settings"]["num_samples"]
+    second = f"sampled, T={sampled['settings']['temperature']:g}, {k} answers"
+    rose = ("rose beyond its noise" if sampled["ci_low"] > 0 else "fell beyond its noise"
+            if sampled["ci_high"] < 0 else "did not move beyond its noise")
+    if greedy_gain > sampled["ci_high"]:
+        reading = ("the greedy gain lies above the sampled gain's interval: training made the "
+                   "most likely answer right more often than it raised the share of right samples")
+    elif greedy_gain < sampled["ci_low"]:
+        reading = ("the greedy gain lies below the sampled gain's interval: the samples gained "
+                   "more than the most likely answer")
+    else:
+        reading = ("the greedy gain lies inside the sampled gain's interval: the most likely "
+                   "answer and the samples moved about alike")
+    return "\n".join([
+        f"{sampled['n']} problems, strict     base  trained  gain",
+        f"{first:<24}{greedy['base']:>7.1%}{greedy['trained']:>9.1%}  "
+        f"{100 * greedy_gain:+.1f} points",
+        f"{second:<24}{sampled['base']:>7.1%}{sampled['trained']:>9.1%}  "
+        f"{100 * sampled['gain']:+.1f} points (paired 95% interval "
+        f"{100 * sampled['ci_low']:+.1f} to {100 * sampled['ci_high']:+.1f})",
+        f"The sampled accuracy {rose}; {reading}.",
+    ])
 
 
 def gains(results: dict[str, Any]) -> dict[str, float]:

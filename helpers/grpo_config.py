@@ -250,26 +250,23 @@ PER_INSTANCE_FIELDS = frozenset({"logging_dir"})
 
 
 def config_differences(config: Any, reference: Any) -> list[str]:
-    """'field: value (the script: value)' for every field where two GRPOConfigs differ."""
+    """'field=value (course: value)' for every field where two GRPOConfigs differ."""
     ours, theirs = config.to_dict(), reference.to_dict()
     return [
-        f"{name}={ours.get(name)!r} (the script: {theirs.get(name)!r})"
+        f"{name}={ours.get(name)!r} (course: {theirs.get(name)!r})"
         for name in sorted((set(ours) | set(theirs)) - PER_INSTANCE_FIELDS)
         if ours.get(name) != theirs.get(name)
     ]
 
 
-def check_config(
+def compare_with_course(
     config: GRPOConfig, profile: Profile, hw: Hardware, output_dir: str | Path, **overrides: Any
-) -> None:
-    """Stop unless `config` equals make_grpo_config's (what scripts/train_grpo.py trains)."""
-    reference = make_grpo_config(profile, hw, output_dir, **overrides)
-    differences = config_differences(config, reference)
-    if differences:
-        raise TrainingConfigError(
-            f"This GRPOConfig is not the one scripts/train_grpo.py trains for the "
-            f"{profile.name} profile: {'; '.join(differences)}. Set those fields back; to change "
-            "one on purpose, pass the same value to check_config (e.g. check_config(config, "
-            "profile, hw, output_dir, beta=0.04)) and to the script, or change grpo_settings "
-            "in helpers/grpo_config.py."
-        )
+) -> str:
+    """One line naming each field of `config` that differs from the course's config (the one
+    scripts/train_grpo.py trains), after checking that the edited config can run here."""
+    page = {name: getattr(config, name) for name in KNOB_NOTES}
+    validate(profile, hw, {name: getattr(v, "value", v) for name, v in page.items()})  # enums
+    differences = config_differences(config, make_grpo_config(profile, hw, output_dir, **overrides))
+    if not differences:
+        return f"The course's config for {profile.name}: the one scripts/train_grpo.py trains."
+    return f"Your changes to the course's settings: {'; '.join(differences)}"

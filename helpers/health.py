@@ -157,9 +157,12 @@ def _heldout_findings(held: HeldOut | None, log_history: LogHistory) -> list[Fin
 
 
 def _sampled_flat(what: str, held: HeldOut) -> str:
+    """A flat sampled curve beside a held-out rise: why that is not a problem, in one finding."""
     return (f"{what}; held-out greedy accuracy rose beyond its noise ({held.change:+.1f} points, "
-            "above), so the run learned: sampled answers (temperature 1) move more slowly than "
-            "the model's most likely answer. Information, not a problem.")
+            "above), so the run learned. A step's reward averages one batch of samples on new "
+            "problems, so it is noisy, and a straight line misses a rise that comes early and "
+            "then levels off; notebook 06 scores sampled answers on the held-out problems. "
+            "Information, not a problem.")
 
 
 def _reward_findings(log_history: LogHistory, held: HeldOut | None) -> list[Finding]:

@@ -159,9 +159,10 @@ def journey_markdown(legs: list[Leg] | None = None, found: Measured | None = Non
         *rows, "",
         f"Minutes. The full notebooks take {_span(t4)} min of T4 time (your GPU quota); the light "
         f"ones {_span(light)} min on any runtime. With little quota, run the light notebooks on a "
-        f"CPU runtime, read 01 without running it, and run 05, 06 and 07 one after another in one "
-        f"T4 runtime with `USE_DRIVE = False`: one install{restart}, about "
-        f"{_span(one_runtime_path(legs))} min of T4.",
+        f"CPU runtime, read 01 without running it, and let 05 run 06 and 07 in its own T4 runtime: "
+        f"set `USE_DRIVE = False` and `RUN_06_07_HERE = True` in 05's parameters, Run all, then "
+        f"follow its section 12 (restart the session, run the first two cells and that section's "
+        f"cell): one install{restart}, about {_span(one_runtime_path(legs))} min of T4.",
     ])
 
 

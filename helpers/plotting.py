@@ -77,7 +77,20 @@ def _draw_reward(ax: Any, log: LogHistory) -> None:
         high = [means[s] + stds[s] for s in steps]
         ax.fill_between(steps, low, high, alpha=0.25, label="± spread within groups")
     _line(ax, log, "reward", label="mean reward")
+    steps, values = series(log, "reward")
+    if len(values) >= 2 * ROLLING_STEPS:  # one step's batch is noisy: a trend shows in the mean
+        ax.plot(steps, rolling_mean(values, ROLLING_STEPS), color="black", lw=1.5,
+                label=f"mean of the last {ROLLING_STEPS} steps")
     _legend_above(ax)
+
+
+ROLLING_STEPS = 10
+
+
+def rolling_mean(values: Sequence[float], window: int) -> list[float]:
+    """The mean of each value and the `window - 1` before it (fewer at the start)."""
+    return [sum(values[max(0, i + 1 - window) : i + 1]) / min(window, i + 1)
+            for i in range(len(values))]
 
 
 def _draw_components(ax: Any, log: LogHistory) -> None:
@@ -274,7 +287,7 @@ def plot_before_after(results: dict[str, Any], ax: Any = None) -> Any:
         err = [[r - 100 * lo for r, (lo, _) in zip(rates, bounds, strict=True)],
                [100 * hi - r for r, (_, hi) in zip(rates, bounds, strict=True)]]
         bars = ax.bar([i + offset for i in range(3)], rates, width, yerr=err, capsize=4, label=side)
-        ax.bar_label(bars, fmt="%.0f%%", padding=2, fontsize=8)
+        ax.bar_label(bars, fmt="%.1f%%", padding=2, fontsize=8)  # as the table prints them
     ax.set_xticks(range(3), labels)
     ax.set_ylabel("% of problems")
     ax.set_ylim(0, 105)

@@ -359,3 +359,72 @@ def test_decoding_settings_take_any_override():
     assert settings.max_new_tokens == 64 and settings.temperature == 0.7
     smoke = PROFILES["smoke"]
     assert decoding_settings(smoke).max_new_tokens == smoke.max_completion_length
+
+
+# --- Sampled accuracy beside greedy: what training's reward measures ----------------------------
+
+
+def sampling_generate(calls: list):
+    """Per side, a fixed share of right answers among each problem's samples: base 1 of 4 right,
+    trained 3 of 4 on even problems (1 of 4 on odd ones); records what it was asked."""
+
+    def generate(model, tokenizer, prompts, settings, side, adapter_dir):
+        calls.append({"side": side, "prompts": list(prompts), "settings": settings})
+        answers = []
+        for i, prompt in enumerate(prompts):
+            gold = prompt.split("What is ")[1].split(" + 1?")[0]
+            right = 3 if side == "trained" and i % 2 == 0 else 1
+            answers.append([Generation(f"<answer>{int(gold) + 1 if k < right else -1}</answer>",
+                                       5, False) for k in range(settings.num_samples)])
+        return answers
+
+    return generate
+
+
+def test_sampled_accuracy_scores_every_sample_of_both_sides_on_the_same_prompts(capsys):
+    from helpers.evaluation import sampled_accuracy, sampled_settings
+
+    calls: list = []
+    settings = sampled_settings(DecodingSettings(max_new_tokens=8))
+    assert (settings.temperature, settings.num_samples, settings.max_new_tokens) == (1.0, 4, 8)
+    result = sampled_accuracy(None, ChatTemplate(), ROWS, settings, Path("unused"),
+                              generate=sampling_generate(calls))
+    assert [c["side"] for c in calls] == ["base", "trained"]
+    assert calls[0]["prompts"] == calls[1]["prompts"] and calls[0]["settings"] is settings
+    assert result["per_problem"]["base"] == [0.25] * 5
+    assert result["per_problem"]["trained"] == [0.75, 0.25, 0.75, 0.25, 0.75]
+    assert result["base"] == pytest.approx(0.25) and result["trained"] == pytest.approx(0.55)
+    assert result["gain"] == pytest.approx(0.30)
+    assert 0 < result["ci_low"] <= result["gain"] <= result["ci_high"] <= 0.5
+    assert "base, sampled: 20 answers (4 a problem)" in capsys.readouterr().out
+
+
+def test_sampled_accuracy_refuses_greedy_settings():
+    from helpers.evaluation import sampled_accuracy
+
+    with pytest.raises(ValueError, match="sampled_settings"):
+        sampled_accuracy(None, ChatTemplate(), ROWS, DecodingSettings(max_new_tokens=8),
+                         Path("unused"), generate=sampling_generate([]))
+
+
+@pytest.mark.parametrize(("greedy_gain", "sampled", "reading"), [
+    (0.30, (0.05, 0.01, 0.09), "lies above the sampled gain's interval"),
+    (0.10, (0.12, 0.08, 0.16), "lies inside the sampled gain's interval"),
+    (0.00, (0.12, 0.08, 0.16), "lies below the sampled gain's interval"),
+])
+def test_describe_sampled_reads_the_greedy_gain_against_the_sampled_interval(
+    greedy_gain, sampled, reading):
+    from helpers.evaluation import describe_sampled, sampled_settings
+
+    results = fake_results(4, 4 + round(10 * greedy_gain), 4, 4)
+    gain, low, high = sampled
+    summary = {"settings": dataclasses.asdict(sampled_settings(DecodingSettings(8))), "n": 10,
+               "base": 0.3, "trained": 0.3 + gain, "gain": gain, "ci_low": low, "ci_high": high}
+    text = describe_sampled(summary, results)
+    lines = text.splitlines()
+    assert lines[0].startswith("10 problems, strict")
+    assert lines[1].startswith("greedy, 1 answer")
+    assert f"{100 * greedy_gain:+.1f} points" in lines[1]
+    assert lines[2].startswith("sampled, T=1, 4 answers") and "30.0%" in lines[2]
+    assert f"paired 95% interval {100 * low:+.1f} to {100 * high:+.1f}" in lines[2]
+    assert "The sampled accuracy rose beyond its noise" in lines[3] and reading in lines[3]

@@ -238,3 +238,27 @@ def test_a_quote_follows_its_stored_output_and_fails_when_the_output_changes(tmp
     path.write_text(json.dumps(notebook))
     with pytest.raises(ValueError, match="no longer matches .* re-read the prose that quotes it"):
         fg.compute(tmp_path, ["nb77"])
+
+
+def test_notebook_06s_quotes_read_the_lines_describe_sampled_prints():
+    """The prose of 04, 05 and 06 quotes 06's greedy and sampled rows: the patterns must follow
+    helpers.evaluation.describe_sampled's own format."""
+    import dataclasses
+
+    from helpers.evaluation import DecodingSettings, describe_sampled, sampled_settings
+    from tools import output_quotes
+
+    greedy = {side: {"strict": {"accuracy": accuracy}} for side, accuracy in
+              (("base", 0.385), ("trained", 0.55))}
+    results = {"settings": dataclasses.asdict(DecodingSettings(48)), "scores": greedy}
+    sampled = {"settings": dataclasses.asdict(sampled_settings(DecodingSettings(48))), "n": 200,
+               "base": 0.309, "trained": 0.441, "gain": 0.132, "ci_low": 0.084, "ci_high": 0.181}
+    text = describe_sampled(sampled, results) + "\n"
+    cell = {"cell_type": "code", "source": [output_quotes.SAMPLED_CELL + "\n"],
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": [text]}]}
+    found = output_quotes.quote_figures("06")({"cells": [cell]})
+    assert found == {
+        "nb06.sampled_n": "200", "nb06.greedy_base": "38.5%", "nb06.greedy_trained": "55.0%",
+        "nb06.greedy_gain": "+16.5", "nb06.sampled_base": "30.9%", "nb06.sampled_trained": "44.1%",
+        "nb06.sampled_gain": "+13.2", "nb06.sampled_low": "+8.4", "nb06.sampled_high": "+18.1",
+        "nb06.sampled_moved": "rose", "nb06.sampled_reading": "inside"}

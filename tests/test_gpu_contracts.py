@@ -141,9 +141,9 @@ def _make_grpo_config_overrides() -> set[str]:
     return set().union(*(site_keywords(site) for site in sites))
 
 
-def _check_config_overrides() -> set[str]:
-    """What every caller of check_config passes as **overrides (it hands them on)."""
-    sites = gc.scan_course(wanted=lambda callee: callee == "check_config")
+def _compare_with_course_overrides() -> set[str]:
+    """What every caller of compare_with_course passes as **overrides (it hands them on)."""
+    sites = gc.scan_course(wanted=lambda callee: callee == "compare_with_course")
     return set().union(*(site_keywords(site) for site in sites))
 
 
@@ -160,8 +160,8 @@ BUILDERS = {
     "arm_overrides": lambda: {k for arm in ARMS.values() for k in arm_overrides(arm)},
     # make_grpo_config(**overrides) passes on what its callers pass.
     "make_grpo_config.overrides": _make_grpo_config_overrides,
-    # check_config(**overrides) passes them on to make_grpo_config.
-    "check_config.overrides": _check_config_overrides,
+    # compare_with_course(**overrides) passes them on to make_grpo_config.
+    "compare_with_course.overrides": _compare_with_course_overrides,
 }
 
 

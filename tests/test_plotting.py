@@ -134,6 +134,18 @@ def test_reward_panel_draws_the_spread_band(full):
     assert list(line.get_ydata()) == pytest.approx(values)
 
 
+def test_reward_panel_adds_a_rolling_mean_that_averages_the_last_steps(full):
+    from helpers.plotting import ROLLING_STEPS, rolling_mean
+
+    assert rolling_mean([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+    _, values = series(full, "reward")
+    lines = plot_training(full).axes[0].lines
+    if len(values) >= 2 * ROLLING_STEPS:
+        assert list(lines[1].get_ydata()) == pytest.approx(rolling_mean(values, ROLLING_STEPS))
+    else:
+        assert len(lines) == 1
+
+
 def test_health_check_explains_loss_zero_with_beta_zero(full):
     text = "\n".join(str(f) for f in health_check(full))
     assert "beta=0" in text and "Watch the reward" in text

@@ -114,40 +114,50 @@ def test_unsloths_gpu_config_would_change_what_grpo_settings_leaves_out():
     assert s["weight_decay"] == 0.0
 
 
-def test_check_config_passes_on_the_scripts_own_config(tmp_path):
+def test_the_course_config_is_named_as_the_scripts(tmp_path):
     from trl import GRPOConfig
 
-    from helpers.grpo_config import check_config, make_grpo_config
+    from helpers.grpo_config import compare_with_course
 
-    check_config(make_grpo_config(SMOKE, CPU_ONLY, tmp_path), SMOKE, CPU_ONLY, tmp_path)
+    line = compare_with_course(make_grpo_config(SMOKE, CPU_ONLY, tmp_path), SMOKE, CPU_ONLY,
+                               tmp_path)
+    assert line == "The course's config for smoke: the one scripts/train_grpo.py trains."
     built = GRPOConfig(**grpo_settings(SMOKE, CPU_ONLY, tmp_path, max_steps=7))
-    check_config(built, SMOKE, CPU_ONLY, tmp_path, max_steps=7)
+    assert compare_with_course(built, SMOKE, CPU_ONLY, tmp_path, max_steps=7) == line
 
 
-def test_check_config_names_each_changed_field_and_the_fix(tmp_path):
+def test_a_learners_edit_is_named_with_the_courses_value_not_refused(tmp_path):
     from trl import GRPOConfig
 
-    from helpers.grpo_config import check_config
+    from helpers.grpo_config import compare_with_course
 
-    changed = {"loss_type": "grpo", "top_entropy_quantile": 0.5}  # the second is not in settings
+    changed = {"beta": 0.04, "top_entropy_quantile": 0.5}  # the second is not in grpo_settings
     config = GRPOConfig(**{**grpo_settings(SMOKE, CPU_ONLY, tmp_path), **changed})
-    with pytest.raises(TrainingConfigError) as caught:
-        check_config(config, SMOKE, CPU_ONLY, tmp_path)
-    message = str(caught.value)
-    assert "loss_type='grpo' (the script: 'dapo')" in message
-    assert "top_entropy_quantile=0.5 (the script: 1.0)" in message
-    assert "scripts/train_grpo.py" in message and "grpo_settings" in message
-    check_config(config, SMOKE, CPU_ONLY, tmp_path, **changed)  # changed on purpose: accepted
+    line = compare_with_course(config, SMOKE, CPU_ONLY, tmp_path)
+    assert line == ("Your changes to the course's settings: beta=0.04 (course: 0.0); "
+                    "top_entropy_quantile=0.5 (course: 1.0)")
 
 
-def test_check_config_sees_another_output_dir_and_another_step_count(tmp_path):
-    from helpers.grpo_config import check_config, make_grpo_config
+def test_another_output_dir_and_step_count_are_changes_too(tmp_path):
+    from helpers.grpo_config import compare_with_course
 
     config = make_grpo_config(SMOKE, CPU_ONLY, tmp_path / "a", max_steps=5)
-    with pytest.raises(TrainingConfigError) as caught:
-        check_config(config, SMOKE, CPU_ONLY, tmp_path / "b")
-    assert f"max_steps=5 (the script: {SMOKE.max_steps})" in str(caught.value)
-    assert f"output_dir={str(tmp_path / 'a')!r}" in str(caught.value)
+    line = compare_with_course(config, SMOKE, CPU_ONLY, tmp_path / "b")
+    assert f"max_steps=5 (course: {SMOKE.max_steps})" in line
+    assert f"output_dir={str(tmp_path / 'a')!r}" in line
+
+
+def test_an_edit_that_cannot_run_still_stops_with_the_fix(tmp_path):
+    """A changed knob trains; one the memory estimate says won't fit stops before loading."""
+    from trl import GRPOConfig
+
+    from helpers.grpo_config import compare_with_course
+
+    t4 = PROFILES["t4"]
+    huge = grpo_settings(t4, TESLA_T4, tmp_path, max_completion_length=16384)
+    huge.update(fp16=False, use_cpu=True)  # what a T4 would build, constructed on this CPU
+    with pytest.raises(TrainingConfigError, match=r"won't fit"):
+        compare_with_course(GRPOConfig(**huge), t4, TESLA_T4, tmp_path)
 
 
 # ---- checks that stop before loading --------------------------------------------------------

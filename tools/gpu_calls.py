@@ -205,7 +205,7 @@ GPU_CALLS: list[GpuCall] = [
             "FastLanguageModel.get_peft_model", GET_PEFT_MODEL, LORA_KWARGS, positional=1,
             why=LORA_WHY),
     GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOConfig", GRPO_CONFIG,
-            GRPO_SETTINGS_KWARGS, why=CONFIG_WHY + " (the config cell, checked by check_config)"),
+            GRPO_SETTINGS_KWARGS, why=CONFIG_WHY + " (the config cell)"),
     GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
             TRAINER_KWARGS,
             reads=("_logs@trl/trainer/grpo_trainer.py::GRPOTrainer",

@@ -24,6 +24,10 @@ class Quote:
     pattern: str
 
 
+# notebook 06's sampled-accuracy cell
+SAMPLED_CELL = ("sampled = sampled_accuracy(model, tokenizer, problems, "
+                "sampled_settings(settings), adapter_dir)")
+
 # By notebook (the file name's number), by name. Keep each name short and saying what it is.
 QUOTES: dict[str, dict[str, Quote]] = {
     "02": {  # Solution 2: prompt budgets on the smoke prompts' few lengths
@@ -58,6 +62,21 @@ QUOTES: dict[str, dict[str, Quote]] = {
             'saved_per_param = optimizer_bytes_per_param("adamw_torch") - '
             'optimizer_bytes_per_param("adamw_8bit")',
             r"t4\s+LoRA r=\d+\s+[\d.]+M trained params: adamw_8bit saves\s+(\d+ MiB)"),
+    },
+    "06": {  # section 9: greedy and sampled accuracy, base and trained, on the same problems
+        **{name: Quote(SAMPLED_CELL, pattern) for name, pattern in {
+            "sampled_n": r"(\d+) problems, strict",
+            "greedy_base": r"greedy, 1 answer\s+([\d.]+%)",
+            "greedy_trained": r"greedy, 1 answer\s+[\d.]+%\s+([\d.]+%)",
+            "greedy_gain": r"greedy, 1 answer\s+[\d.]+%\s+[\d.]+%\s+([+-][\d.]+) points",
+            "sampled_base": r"sampled, T=1, \d+ answers\s+([\d.]+%)",
+            "sampled_trained": r"sampled, T=1, \d+ answers\s+[\d.]+%\s+([\d.]+%)",
+            "sampled_gain": r"sampled, T=1, \d+ answers\s+[\d.]+%\s+[\d.]+%\s+([+-][\d.]+)",
+            "sampled_low": r"paired 95% interval ([+-][\d.]+) to",
+            "sampled_high": r"paired 95% interval [+-][\d.]+ to ([+-][\d.]+)",
+            "sampled_moved": r"The sampled accuracy (rose|fell|did not move) beyond its noise",
+            "sampled_reading": r"; the greedy gain lies (above|below|inside) the sampled gain",
+        }.items()},
     },
     "09": {  # the page's GRPO run, set beside the benchmark's longer one
         "rl_steps": Quote("history = toy_r1.run_grpo(grpo_model, tokenizer, train, SEED, recipe, "

@@ -1,0 +1,105 @@
+"""Notebooks 06 and 07 in notebook 05's runtime: the cheapest Colab path, without Google Drive."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import one_runtime, run_folder
+from helpers.one_runtime import (
+    RESTART,
+    GpuBusyError,
+    check_gpu_free,
+    gpu_memory_used_mib,
+    key_results,
+    run_06_07_here,
+    with_parameters,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_kernel_that_still_holds_the_gpu_is_refused_in_one_sentence():
+    check_gpu_free(None)  # no GPU: nothing to hold
+    check_gpu_free(300)  # a fresh kernel's CUDA context
+    with pytest.raises(GpuBusyError) as caught:
+        check_gpu_free(9000)  # 05's model and vLLM's pool
+    message = str(caught.value)
+    assert message.endswith(f"{RESTART}.") and message.count(". ") == 0
+    assert "8.8 GiB" in message and "out of memory" in message
+
+
+def test_the_gpu_reading_comes_from_nvidia_smi_and_none_without_it(monkeypatch):
+    monkeypatch.setattr(one_runtime.shutil, "which", lambda name: None)
+    assert gpu_memory_used_mib() is None
+    monkeypatch.setattr(one_runtime.shutil, "which", lambda name: "/usr/bin/" + name)
+    answer = subprocess.CompletedProcess([], 0, stdout="7543\n", stderr="")
+    monkeypatch.setattr(one_runtime.subprocess, "run", lambda *a, **k: answer)
+    assert gpu_memory_used_mib() == 7543
+
+
+def test_the_parameters_cell_gets_the_runs_values_and_key_results_are_read_by_tag():
+    notebook = nbformat.read(ROOT / "notebooks" / "06_evaluation.ipynb", as_version=4)
+    with_parameters(notebook, PROFILE="smoke", USE_DRIVE=False, RUN_FOLDER="/runs/x")
+    params = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    assert params.source.endswith("\nPROFILE = 'smoke'\nUSE_DRIVE = False\nRUN_FOLDER = '/runs/x'")
+    namespace: dict = {}
+    exec(params.source, namespace)
+    assert (namespace["PROFILE"], namespace["USE_DRIVE"]) == ("smoke", False)
+    tagged = [c for c in notebook.cells if one_runtime.KEY_RESULT in c.metadata.get("tags", [])]
+    assert len(tagged) >= 2  # the paired test, the smoke promise, the sampled accuracy
+    assert key_results(notebook)  # their stored outputs are what the runner prints
+
+
+@pytest.mark.parametrize("name", one_runtime.FOLLOWERS)
+def test_both_notebooks_tag_their_key_results(name):
+    notebook = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    assert any(one_runtime.KEY_RESULT in c.metadata.get("tags", []) for c in notebook.cells)
+
+
+def test_06_and_07_find_05s_run_in_the_same_runtime_without_drive(tmp_path, monkeypatch, capsys):
+    """On Colab with USE_DRIVE = False, 05 writes its run on the runtime's disk, and 06 and 07
+    started there find it, without mounting Drive."""
+    monkeypatch.setattr(run_folder, "on_colab", lambda: True)  # a stood-in Colab
+    monkeypatch.setattr(run_folder, "ROOT", tmp_path / "grpo-course")
+    monkeypatch.setenv("GRPO_DRIVE_MOUNT", str(tmp_path / "drive"))
+    monkeypatch.delenv("GRPO_RUN_DIR", raising=False)
+
+    def no_drive() -> Path:
+        raise AssertionError("Drive was mounted with USE_DRIVE = False")
+
+    monkeypatch.setattr(run_folder, "mount_drive", no_drive)
+    written = run_folder.training_run_dir("smoke", use_drive=False)  # notebook 05
+    assert written.root == tmp_path / "grpo-course" / "runs" / "course" / "smoke"
+    written.adapter.mkdir(parents=True)
+    (written.adapter / "adapter_config.json").write_text("{}")
+    assert run_folder.find_run("smoke", use_drive=False) == written  # notebooks 06 and 07
+    assert capsys.readouterr().out.count("Run folder: ") == 2
+
+
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory) -> Path:
+    """Notebook 05's run for the smoke profile, 2 steps, made by the script (same helpers)."""
+    run = tmp_path_factory.mktemp("one-runtime") / "smoke"
+    command = [sys.executable, "-m", "scripts.train_grpo", "--profile", "smoke",
+               "--max-steps", "2", "--output-dir", str(run)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return run
+
+
+def test_05_runs_06_and_07_here_on_its_run_and_prints_their_key_results(two_step_run, capsys):
+    copies = run_06_07_here("smoke", False, str(two_step_run), NUM_PROBLEMS=8,
+                            NUM_CHECK_PROBLEMS=2)
+    assert copies == [two_step_run / "notebooks" / name for name in one_runtime.FOLLOWERS]
+    out = capsys.readouterr().out
+    for copy in copies:
+        executed = nbformat.read(copy, as_version=4)
+        code = [c for c in executed.cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in code[1:]), copy.name  # ran top to bottom
+        assert f"{copy.name}, saved as" in out
+    assert "sampled, T=1, 4 answers" in out  # 06's sampled accuracy
+    assert "2/2 greedy answers identical after saving and reloading" in out  # 07's round trip
+    assert (two_step_run / "eval" / "results.json").is_file()
