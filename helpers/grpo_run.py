@@ -159,7 +159,8 @@ def check_trainer(trainer: Any, run: RunFolder | Path, profile: Profile) -> None
     """Stop unless `trainer` is the run build_trainer assembles (what the script trains).
 
     Compares the reward functions, and the course's callbacks with their settings (held-out
-    scoring on the profile's number of problems); check_config has already compared the config.
+    scoring on the profile's number of problems); the config is held equal to the script's by
+    tests/test_train_script.py, and a learner's edits to it are said by compare_with_course.
     """
     from helpers.rewards import REWARD_FUNCS
 
