@@ -130,8 +130,6 @@ def load_trained(
     """
     from unsloth import FastLanguageModel
 
-    from helpers.loading import load_kwargs
-
     check_base_exists(adapter_dir)
     kwargs = {**load_kwargs(profile), "model_name": str(adapter_dir), "load_in_4bit": load_in_4bit}
     if fast_inference is not None:
@@ -159,8 +157,6 @@ def check_base_exists(adapter_dir: Path) -> None:
 def load_unsloth(profile: Profile) -> tuple[Any, Any]:
     """Notebook 01's two unsloth calls."""
     from unsloth import FastLanguageModel
-
-    from helpers.loading import load_kwargs, lora_kwargs
 
     with vllm_start_announced(profile):
         model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))

@@ -20,6 +20,7 @@ from helpers.storage import (
     adapter_problem,
     check_writable,
     file_problem,
+    first_problem,
     storage_failure,
     swap_in,
     whole_folder,
@@ -69,11 +70,7 @@ def checkpoint_problem(checkpoint: Path, expected: tuple[str, ...] = ()) -> str 
         return f"its per-process RNG files are incomplete ({', '.join(rng)})"
     if (checkpoint / "adapter_model.safetensors").is_file():
         names.add("adapter_config.json")
-    for name in sorted(names):
-        problem = file_problem(checkpoint / name)
-        if problem:
-            return f"its {name} {problem}"
-    return None
+    return first_problem(checkpoint, sorted(names))
 
 
 def checkpoint_folders(folder: Path) -> list[Path]:
