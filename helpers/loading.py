@@ -1,8 +1,13 @@
-"""The arguments of unsloth's two loading calls, built from a profile.
+"""The arguments of unsloth's two loading calls, built from a profile, and the vLLM engine a
+`fast_inference` load starts.
 
 The notebooks call `FastLanguageModel.from_pretrained(**load_kwargs(profile))` and
 `FastLanguageModel.get_peft_model(model, **lora_kwargs(profile))` on every machine: only the
 model name, the sizes and `fast_inference` differ between profiles (a test checks this).
+
+On a GPU that load starts vLLM inside the kernel: `vllm_start_announced` says so (and refuses a
+second engine beside a first), and `abort_unfinished` clears the requests that a stopped cell
+left in it.
 """
 
 from __future__ import annotations
@@ -169,3 +174,28 @@ _ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs|models)/)")
 def shorten_paths(text: str) -> str:
     """'/home/me/course/.cache/x' -> '.cache/x': stored outputs name no machine's folders."""
     return _ARTEFACT_PATH.sub(r"\1", text)
+
+
+def abort_unfinished(model: Any) -> int:
+    """Abort the requests a stopped cell left in the model's vLLM engine; return how many.
+
+    vLLM 0.11.2's `LLM.generate` adds every prompt, then steps the engine until none is left
+    (vllm/entrypoints/llm.py:1737), and aborts its requests only when *adding* them fails
+    (llm.py:1595-1613). A KeyboardInterrupt (the stop button) during the steps leaves them in
+    unsloth's in-process engine, and the next `generate` returns their answers as well, first
+    (sorted by request id, llm.py:1768): trl's rollout then concatenates mismatched tensors, and
+    a held-out score gets twice its answers. Nothing to do without vLLM (CPU, smoke).
+    """
+    llm = getattr(model, "vllm_engine", None)  # unsloth's LLM, on the model and its PEFT wrapper
+    if llm is None:
+        return 0
+    engine = llm.llm_engine  # vllm/v1/engine/llm_engine.py's LLMEngine
+    if not engine.has_unfinished_requests():
+        return 0
+    states = engine.output_processor  # request_states: one per (child) request not finished
+    left = len(states.request_states)
+    # n > 1 fans a request out into children under a parent (llm_engine.py:262-275): both go.
+    engine.abort_request([*states.request_states, *states.parent_requests])
+    print(f"vLLM still held {left} unfinished request(s) from a stopped cell: aborted, so this "
+          "call gets only its own answers.", flush=True)
+    return left

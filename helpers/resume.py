@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.grpo_config import TrainingConfigError
+from helpers.loading import abort_unfinished
 from helpers.paths import shown
 from helpers.run_folder import ADAPTER_STEP_FILE, FINGERPRINT_FILE, RunFolder, as_run
 from helpers.storage import (
@@ -209,10 +210,12 @@ def train_or_resume(trainer: Any) -> Any:
     """Train, resuming from the newest complete checkpoint in output_dir, and say which.
 
     Incomplete checkpoints (a kill during a save) are named and deleted first, by the main
-    process; a failed write to the run folder (a full Drive, say) ends in one sentence.
+    process; a failed write to the run folder (a full Drive, say) ends in one sentence. On a GPU
+    the requests a stopped cell left in vLLM are aborted first (helpers.loading).
     """
     args, accelerator = trainer.args, trainer.accelerator
     folder, expected = Path(args.output_dir), scaler_files(trainer)
+    abort_unfinished(trainer.model)  # a rerun after the stop button: vLLM's leftovers first
     if accelerator.is_main_process:
         check_writable(folder)
         _, lines = prepare_resume(folder, args.max_steps, args.save_steps, expected)

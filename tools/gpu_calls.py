@@ -43,6 +43,8 @@ GPU_ONLY_NAMES = frozenset({
 # patched training loop and loss) or on its model (`model`: rebound save and generate).
 GPU_ONLY_TRAINER_METHODS = frozenset({"train", "_load_from_checkpoint"})
 GPU_ONLY_MODEL_METHODS = frozenset({"save_pretrained", "generate"})
+# Methods of vLLM's engine (model.vllm_engine.llm_engine), whatever the receiver is called.
+VLLM_ENGINE_METHODS = frozenset({"abort_request", "has_unfinished_requests"})
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,16 @@ GENERATE = ("transformers/generation/utils.py::GenerationMixin.generate",
 GENERATION_CONFIG = ("transformers/generation/configuration_utils.py::GenerationConfig",)
 HF_GENERATE_KWARGS = ("max_new_tokens", "do_sample", "num_return_sequences", "pad_token_id",
                       "temperature", "top_p", "input_ids", "attention_mask")
+LLM_ENGINE = "vllm/v1/engine/llm_engine.py::LLMEngine"
+OUTPUT_PROCESSOR = "vllm/v1/engine/output_processor.py::OutputProcessor"
+# What abort_unfinished reads on the way to the engine's unfinished requests.
+ENGINE_READS = (
+    "vllm_engine@unsloth/models/_utils.py::*", "llm_engine@vllm/entrypoints/llm.py::LLM",
+    f"output_processor@{LLM_ENGINE}", f"request_states@{OUTPUT_PROCESSOR}",
+    f"parent_requests@{OUTPUT_PROCESSOR}",
+)
+ABORT_WHY = ("vLLM's in-process engine: a stopped generate leaves its requests there "
+             "(vllm/entrypoints/llm.py:1595-1613), and they are aborted before the next call")
 TRAIN_WHY = ("unsloth's patched training loop and GRPO loss (unsloth_zoo's grpo_compute_loss), "
              "generating with vLLM")
 SAVE_WHY = "unsloth rebinds save_pretrained on its model (unsloth_model_save_pretrained)"
@@ -220,6 +232,12 @@ GPU_CALLS: list[GpuCall] = [
             reads=LOAD_LORA_SET[:1], why=LOAD_WHY),
     GpuCall("scripts/gpu_check.py", "phase_steps.lora", "FastLanguageModel.get_peft_model",
             GET_PEFT_MODEL, LORA_KWARGS, positional=1, why=LORA_WHY),
+    # Before each vLLM call the course makes, and in train_or_resume: a stopped cell's leftovers.
+    GpuCall("helpers/loading.py", "abort_unfinished", "engine.has_unfinished_requests",
+            (f"{LLM_ENGINE}.has_unfinished_requests",), (), bound=True, reads=ENGINE_READS,
+            why=ABORT_WHY),
+    GpuCall("helpers/loading.py", "abort_unfinished", "engine.abort_request",
+            (f"{LLM_ENGINE}.abort_request",), (), positional=1, bound=True, why=ABORT_WHY),
     # Calls of stock names that run unsloth's GPU code on its trainer or model.
     GpuCall("helpers/resume.py", "train_or_resume", "trainer.train", TRAIN,
             ("resume_from_checkpoint",), bound=True, why=TRAIN_WHY),
@@ -300,7 +318,7 @@ def is_gpu_only(callee: str) -> bool:
     """True when a call to `callee` runs GPU-only code on a GPU profile."""
     receiver, _, method = callee.rpartition(".")
     receiver = receiver.rsplit(".", 1)[-1]
-    return (callee in GPU_ONLY_NAMES or method in GPU_ONLY_METHODS
+    return (callee in GPU_ONLY_NAMES or method in GPU_ONLY_METHODS or method in VLLM_ENGINE_METHODS
             or (receiver.endswith("trainer") and method in GPU_ONLY_TRAINER_METHODS)
             or (receiver == "model" and method in GPU_ONLY_MODEL_METHODS))
 
