@@ -90,6 +90,39 @@ def vllm_start_note(profile: Profile, hw: Hardware,
             f"runtime{fallback}.")
 
 
+GIB = 1024**3
+# unsloth gives vLLM gpu_memory_utilization x the *free* memory (unsloth_zoo vllm_utils.py:2585-
+# 2587, 2671, passed to LLM at 5011-5013), not x the total the run was planned for. A fresh
+# process holds only its CUDA context (about 0.4 GiB, helpers.memory.CUDA_CONTEXT_GIB) before
+# the load; a first engine and its model (half a T4 on the t4 profile) hold far more. Below this
+# share free, a second engine would start squeezed beside the first one.
+MIN_FREE_SHARE = 0.75
+
+
+class GpuInUseError(RuntimeError):
+    """A fast_inference load where an earlier one (or another model) still holds the GPU."""
+
+
+def gpu_memory() -> tuple[int, int]:
+    """(free, total) bytes of the current CUDA device: what unsloth reads to size vLLM."""
+    import torch
+
+    return torch.cuda.mem_get_info()
+
+
+def vllm_room_problem(profile: Profile, free: int, total: int) -> str | None:
+    """Why a vLLM start should not go on with `free` of `total` bytes free, or None."""
+    if free >= MIN_FREE_SHARE * total:
+        return None
+    share = profile.gpu_memory_utilization
+    return (f"{(total - free) / GIB:.1f} of this GPU's {total / GIB:.1f} GiB are already in use "
+            "(most likely by vLLM and a model from an earlier run of a load cell in this "
+            f"session), so unsloth would start vLLM in {share * free / GIB:.1f} GiB instead of "
+            f"the {share * total / GIB:.1f} GiB this run is planned for and training would run "
+            "out of memory later: Runtime → Restart session (elsewhere: restart Python), then "
+            "Run all.")
+
+
 def _ticker(stream: TextIO, started: float, stop: threading.Event, every: float) -> None:
     while not stop.wait(every):
         minutes, seconds = divmod(int(time.perf_counter() - started), 60)
@@ -103,12 +136,16 @@ def vllm_start_announced(profile: Profile, hw: Hardware | None = None,
     """Around a load that starts vLLM: say what compiles and for how long, tick while it runs
     (unsloth's call blocks and reports no progress of its own), and say how long it took.
 
-    Silent where no vLLM starts. `hw=None` reads the machine.
+    Refuses (GpuInUseError, one sentence) when the GPU is already largely in use: a second
+    engine in the same session, from a rerun load cell or "Run all" after an error. Silent
+    where no vLLM starts. `hw=None` reads the machine.
     """
     note = vllm_start_note(profile, detect_hardware() if hw is None else hw)
     if note is None:
         yield
         return
+    if problem := vllm_room_problem(profile, *gpu_memory()):
+        raise GpuInUseError(problem)
     stream = sys.stdout  # the cell's output, kept even while a load redirects stdout
     print(note, flush=True)
     started, stop = time.perf_counter(), threading.Event()

@@ -38,6 +38,7 @@ GPU_ONLY_NAMES = frozenset({
     "FastLanguageModel.from_pretrained", "FastLanguageModel.get_peft_model",
     "FastLanguageModel.for_inference", "FastLanguageModel.for_training",
     "FastModel.from_pretrained", "FastModel.get_peft_model",
+    "torch.cuda.mem_get_info",  # raises without CUDA; unsloth sizes vLLM from what it says
 })
 # Methods that run unsloth's GPU code when called on its trainer (`trainer`, `kl_trainer`: its
 # patched training loop and loss) or on its model (`model`: rebound save and generate).
@@ -139,6 +140,7 @@ GENERATE = ("transformers/generation/utils.py::GenerationMixin.generate",
 GENERATION_CONFIG = ("transformers/generation/configuration_utils.py::GenerationConfig",)
 HF_GENERATE_KWARGS = ("max_new_tokens", "do_sample", "num_return_sequences", "pad_token_id",
                       "temperature", "top_p", "input_ids", "attention_mask")
+MEM_GET_INFO = ("torch/cuda/memory.py::mem_get_info",)
 LLM_ENGINE = "vllm/v1/engine/llm_engine.py::LLMEngine"
 OUTPUT_PROCESSOR = "vllm/v1/engine/output_processor.py::OutputProcessor"
 # What abort_unfinished reads on the way to the engine's unfinished requests.
@@ -238,6 +240,12 @@ GPU_CALLS: list[GpuCall] = [
             why=ABORT_WHY),
     GpuCall("helpers/loading.py", "abort_unfinished", "engine.abort_request",
             (f"{LLM_ENGINE}.abort_request",), (), positional=1, bound=True, why=ABORT_WHY),
+    # The free-memory query unsloth sizes vLLM's pool from (unsloth_zoo vllm_utils.py:250):
+    # checked before a vLLM start, and read by gpu-check's meter. Stock torch (2.9 on the GPU).
+    GpuCall("helpers/loading.py", "gpu_memory", "torch.cuda.mem_get_info", MEM_GET_INFO, (),
+            why="CUDA only; the room check before a vLLM start (vllm_start_announced)"),
+    GpuCall("scripts/gpu_check.py", "cuda_meter.peak", "torch.cuda.mem_get_info", MEM_GET_INFO,
+            (), why="CUDA only; a step's peak memory, vLLM's pool included"),
     # Calls of stock names that run unsloth's GPU code on its trainer or model.
     GpuCall("helpers/resume.py", "train_or_resume", "trainer.train", TRAIN,
             ("resume_from_checkpoint",), bound=True, why=TRAIN_WHY),
