@@ -165,10 +165,12 @@ def load_trained(
     adapter_dir: Path,
     load_in_4bit: bool = True,
     fast_inference: bool | None = None,
+    dtype: Any = None,
 ) -> tuple[Any, Any]:
     """The base model plus a saved LoRA adapter, through the same unsloth call as notebook 01.
 
-    `fast_inference=None` keeps the profile's choice (vLLM on GPU profiles).
+    `fast_inference=None` keeps the profile's choice (vLLM on GPU profiles); `dtype=None` lets
+    unsloth pick (fp16 on a T4, bf16 on Ampere+; gpu-check passes torch.float16 anywhere).
     """
     from unsloth import FastLanguageModel
 
@@ -176,6 +178,8 @@ def load_trained(
     kwargs = {**load_kwargs(profile), "model_name": str(adapter_dir), "load_in_4bit": load_in_4bit}
     if fast_inference is not None:
         kwargs["fast_inference"] = fast_inference
+    if dtype is not None:
+        kwargs["dtype"] = dtype
     with vllm_start_announced(replace(profile, fast_inference=bool(kwargs["fast_inference"]))):
         with contextlib.redirect_stdout(io.StringIO()) as said:  # unsloth prints absolute paths
             model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)

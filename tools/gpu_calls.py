@@ -162,7 +162,8 @@ TRAINER_WHY = "unsloth's patched GRPOTrainer, generating with the model's vLLM e
 
 GPU_CALLS: list[GpuCall] = [
     GpuCall("helpers/loading.py", "load_trained", "FastLanguageModel.from_pretrained",
-            FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY + " (adapter folder: PEFT branch)"),
+            FROM_PRETRAINED, (*LOAD_KWARGS, "dtype"),
+            why=LOAD_WHY + " (adapter folder: PEFT branch)"),
     GpuCall("helpers/loading.py", "load_trained", "FastLanguageModel.for_inference",
             FOR_INFERENCE, (), positional=1, why="unsloth's GPU inference mode"),
     GpuCall("helpers/export.py", "merge_to_16bit", "model.save_pretrained_merged",
@@ -229,10 +230,10 @@ GPU_CALLS: list[GpuCall] = [
     GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
             TRAINER_KWARGS, nth=2, why=TRAINER_WHY + " (Solution 2, beta > 0)"),
     # make gpu-check runs the t4 path's calls for real on a GPU (it refuses on CPU).
-    GpuCall("scripts/gpu_check.py", "phase_steps.load_4bit_vllm",
-            "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS,
-            reads=LOAD_LORA_SET[:1], why=LOAD_WHY),
-    GpuCall("scripts/gpu_check.py", "phase_steps.lora", "FastLanguageModel.get_peft_model",
+    GpuCall("scripts/gpu_check.py", "PhaseSteps.load_4bit_vllm",
+            "FastLanguageModel.from_pretrained", FROM_PRETRAINED, (*LOAD_KWARGS, "dtype"),
+            reads=LOAD_LORA_SET[:1], why=LOAD_WHY + " (--precision fp16: dtype=torch.float16)"),
+    GpuCall("scripts/gpu_check.py", "PhaseSteps.lora", "FastLanguageModel.get_peft_model",
             GET_PEFT_MODEL, LORA_KWARGS, positional=1, why=LORA_WHY),
     # Before each vLLM call the course makes, and in train_or_resume: a stopped cell's leftovers.
     GpuCall("helpers/loading.py", "abort_unfinished", "engine.has_unfinished_requests",
