@@ -399,3 +399,10 @@ def test_notebook_05s_run_stops_after_its_first_checkpoint_and_resumes_on_a_cpu(
     assert "stopped_at_step=1" in found["train"]["grpo_until_checkpoint"][1]
     assert all(status == "pass" for status, _ in found["resume"].values()), found["resume"]
     assert "heldout_steps=0,1,2" in found["resume"]["resume_grpo"][1]
+
+
+def test_docs_ci_states_the_budgets_the_script_uses():
+    text = " ".join((ROOT / "docs" / "ci.md").read_text().split())
+    first, *rest = [f"{phase} {seconds / 60:.1f}" for phase, seconds in g.PHASE_BUDGET_S.items()]
+    total = sum(g.PHASE_BUDGET_S.values()) / 60
+    assert f"{first} min, {', '.join(rest)}, **{total:.1f} min** in all" in text
