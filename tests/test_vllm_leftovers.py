@@ -112,13 +112,14 @@ def test_notebook_05_exercise_3_stop_in_a_vllm_call_then_rerun_resumes(tmp_path,
     from helpers.profiles import PROFILES
     from helpers.run_folder import RunFolder
 
-    profile, run = replace(PROFILES["smoke"], heldout_during_training=8), RunFolder(tmp_path)
+    profile = replace(PROFILES["smoke"], heldout_during_training=8, max_completion_length=24)
+    run = RunFolder(tmp_path)
     model, tok = FastLanguageModel.from_pretrained(**load_kwargs(profile))
     model = FastLanguageModel.get_peft_model(model, **lora_kwargs(profile))
-    # Four answers a wave, so each score is two waves: the 5th wave is step 2's first.
-    vs.attach(model, vs.LLM(vs.Interrupt(vs.hf_runner(model, tok), at=5), tok.decode, 4))
-    config = make_grpo_config(profile, detect_hardware(), run.checkpoints, max_steps=4,
-                              save_steps=1)
+    # One wave a score (8 answers): steps 0 and 1 are scored, the stop lands in step 2's score.
+    vs.attach(model, vs.LLM(vs.Interrupt(vs.hf_runner(model, tok), at=3), tok.decode, 8))
+    config = make_grpo_config(profile, detect_hardware(), run.checkpoints, max_steps=3,
+                              save_steps=1, per_device_train_batch_size=8)  # one group a step
     rows = list(load_gsm8k("test", profile, limit=profile.heldout_during_training))
     trainer = build_trainer(model, tok, config, profile, run, callbacks=standard_callbacks(
         run, tok, profile, config, heldout_rows=rows))
@@ -134,9 +135,9 @@ def test_notebook_05_exercise_3_stop_in_a_vllm_call_then_rerun_resumes(tmp_path,
     said = capsys.readouterr().out
     assert "vLLM still held 8 unfinished request(s)" in said
     assert "RESUMING from checkpoint-1" in said
-    assert rerun["result"].global_step == 4
+    assert rerun["result"].global_step == 3
     scored = [(e["step"], e["heldout/n"]) for e in trainer.state.log_history if HELDOUT_KEY in e]
-    assert scored == [(step, 8) for step in range(5)]
+    assert scored == [(step, 8) for step in range(4)]
     solution = notebook_cell("05_grpo_training.ipynb", "are trained twice")
     exec(solution, {"RUN_DIR": run, "config": config})
     assert "At most 0 steps are trained twice (save_steps=1)." in capsys.readouterr().out
