@@ -152,6 +152,9 @@ def generate_vllm(
     """unsloth's vLLM engine (`fast_generate`, GPU); `lora_request=None` is the base model."""
     from vllm import SamplingParams
 
+    from helpers.loading import abort_unfinished
+
+    abort_unfinished(model)  # what a stopped cell left in vLLM would come back first
     params = SamplingParams(
         temperature=settings.temperature, top_p=settings.top_p, n=settings.num_samples,
         max_tokens=settings.max_new_tokens, seed=settings.seed,

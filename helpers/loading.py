@@ -1,8 +1,13 @@
-"""The arguments of unsloth's two loading calls, built from a profile.
+"""The arguments of unsloth's two loading calls, built from a profile, and the vLLM engine a
+`fast_inference` load starts.
 
 The notebooks call `FastLanguageModel.from_pretrained(**load_kwargs(profile))` and
 `FastLanguageModel.get_peft_model(model, **lora_kwargs(profile))` on every machine: only the
 model name, the sizes and `fast_inference` differ between profiles (a test checks this).
+
+On a GPU that load starts vLLM inside the kernel: `vllm_start_announced` says so (and refuses a
+second engine beside a first), and `abort_unfinished` clears the requests that a stopped cell
+left in it.
 """
 
 from __future__ import annotations
@@ -85,6 +90,39 @@ def vllm_start_note(profile: Profile, hw: Hardware,
             f"runtime{fallback}.")
 
 
+GIB = 1024**3
+# unsloth gives vLLM gpu_memory_utilization x the *free* memory (unsloth_zoo vllm_utils.py:2585-
+# 2587, 2671, passed to LLM at 5011-5013), not x the total the run was planned for. A fresh
+# process holds only its CUDA context (about 0.4 GiB, helpers.memory.CUDA_CONTEXT_GIB) before
+# the load; a first engine and its model (half a T4 on the t4 profile) hold far more. Below this
+# share free, a second engine would start squeezed beside the first one.
+MIN_FREE_SHARE = 0.75
+
+
+class GpuInUseError(RuntimeError):
+    """A fast_inference load where an earlier one (or another model) still holds the GPU."""
+
+
+def gpu_memory() -> tuple[int, int]:
+    """(free, total) bytes of the current CUDA device: what unsloth reads to size vLLM."""
+    import torch
+
+    return torch.cuda.mem_get_info()
+
+
+def vllm_room_problem(profile: Profile, free: int, total: int) -> str | None:
+    """Why a vLLM start should not go on with `free` of `total` bytes free, or None."""
+    if free >= MIN_FREE_SHARE * total:
+        return None
+    share = profile.gpu_memory_utilization
+    return (f"{(total - free) / GIB:.1f} of this GPU's {total / GIB:.1f} GiB are already in use "
+            "(most likely by vLLM and a model from an earlier run of a load cell in this "
+            f"session), so unsloth would start vLLM in {share * free / GIB:.1f} GiB instead of "
+            f"the {share * total / GIB:.1f} GiB this run is planned for and training would run "
+            "out of memory later: Runtime → Restart session (elsewhere: restart Python), then "
+            "Run all.")
+
+
 def _ticker(stream: TextIO, started: float, stop: threading.Event, every: float) -> None:
     while not stop.wait(every):
         minutes, seconds = divmod(int(time.perf_counter() - started), 60)
@@ -98,12 +136,16 @@ def vllm_start_announced(profile: Profile, hw: Hardware | None = None,
     """Around a load that starts vLLM: say what compiles and for how long, tick while it runs
     (unsloth's call blocks and reports no progress of its own), and say how long it took.
 
-    Silent where no vLLM starts. `hw=None` reads the machine.
+    Refuses (GpuInUseError, one sentence) when the GPU is already largely in use: a second
+    engine in the same session, from a rerun load cell or "Run all" after an error. Silent
+    where no vLLM starts. `hw=None` reads the machine.
     """
     note = vllm_start_note(profile, detect_hardware() if hw is None else hw)
     if note is None:
         yield
         return
+    if problem := vllm_room_problem(profile, *gpu_memory()):
+        raise GpuInUseError(problem)
     stream = sys.stdout  # the cell's output, kept even while a load redirects stdout
     print(note, flush=True)
     started, stop = time.perf_counter(), threading.Event()
@@ -123,19 +165,21 @@ def load_trained(
     adapter_dir: Path,
     load_in_4bit: bool = True,
     fast_inference: bool | None = None,
+    dtype: Any = None,
 ) -> tuple[Any, Any]:
     """The base model plus a saved LoRA adapter, through the same unsloth call as notebook 01.
 
-    `fast_inference=None` keeps the profile's choice (vLLM on GPU profiles).
+    `fast_inference=None` keeps the profile's choice (vLLM on GPU profiles); `dtype=None` lets
+    unsloth pick (fp16 on a T4, bf16 on Ampere+; gpu-check passes torch.float16 anywhere).
     """
     from unsloth import FastLanguageModel
-
-    from helpers.loading import load_kwargs
 
     check_base_exists(adapter_dir)
     kwargs = {**load_kwargs(profile), "model_name": str(adapter_dir), "load_in_4bit": load_in_4bit}
     if fast_inference is not None:
         kwargs["fast_inference"] = fast_inference
+    if dtype is not None:
+        kwargs["dtype"] = dtype
     with vllm_start_announced(replace(profile, fast_inference=bool(kwargs["fast_inference"]))):
         with contextlib.redirect_stdout(io.StringIO()) as said:  # unsloth prints absolute paths
             model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
@@ -160,8 +204,6 @@ def load_unsloth(profile: Profile) -> tuple[Any, Any]:
     """Notebook 01's two unsloth calls."""
     from unsloth import FastLanguageModel
 
-    from helpers.loading import load_kwargs, lora_kwargs
-
     with vllm_start_announced(profile):
         model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
     return FastLanguageModel.get_peft_model(model, **lora_kwargs(profile)), tokenizer
@@ -173,3 +215,28 @@ _ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs|models)/)")
 def shorten_paths(text: str) -> str:
     """'/home/me/course/.cache/x' -> '.cache/x': stored outputs name no machine's folders."""
     return _ARTEFACT_PATH.sub(r"\1", text)
+
+
+def abort_unfinished(model: Any) -> int:
+    """Abort the requests a stopped cell left in the model's vLLM engine; return how many.
+
+    vLLM 0.11.2's `LLM.generate` adds every prompt, then steps the engine until none is left
+    (vllm/entrypoints/llm.py:1737), and aborts its requests only when *adding* them fails
+    (llm.py:1595-1613). A KeyboardInterrupt (the stop button) during the steps leaves them in
+    unsloth's in-process engine, and the next `generate` returns their answers as well, first
+    (sorted by request id, llm.py:1768): trl's rollout then concatenates mismatched tensors, and
+    a held-out score gets twice its answers. Nothing to do without vLLM (CPU, smoke).
+    """
+    llm = getattr(model, "vllm_engine", None)  # unsloth's LLM, on the model and its PEFT wrapper
+    if llm is None:
+        return 0
+    engine = llm.llm_engine  # vllm/v1/engine/llm_engine.py's LLMEngine
+    if not engine.has_unfinished_requests():
+        return 0
+    states = engine.output_processor  # request_states: one per (child) request not finished
+    left = len(states.request_states)
+    # n > 1 fans a request out into children under a parent (llm_engine.py:262-275): both go.
+    engine.abort_request([*states.request_states, *states.parent_requests])
+    print(f"vLLM still held {left} unfinished request(s) from a stopped cell: aborted, so this "
+          "call gets only its own answers.", flush=True)
+    return left

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from helpers.loading import abort_unfinished
 from helpers.paths import shown
 from helpers.profiles import TrainingConfigError
 from helpers.run_folder import ADAPTER_STEP_FILE, FINGERPRINT_FILE, RunFolder, as_run
@@ -20,6 +21,7 @@ from helpers.storage import (
     adapter_problem,
     check_writable,
     file_problem,
+    first_problem,
     storage_failure,
     swap_in,
     whole_folder,
@@ -69,11 +71,7 @@ def checkpoint_problem(checkpoint: Path, expected: tuple[str, ...] = ()) -> str 
         return f"its per-process RNG files are incomplete ({', '.join(rng)})"
     if (checkpoint / "adapter_model.safetensors").is_file():
         names.add("adapter_config.json")
-    for name in sorted(names):
-        problem = file_problem(checkpoint / name)
-        if problem:
-            return f"its {name} {problem}"
-    return None
+    return first_problem(checkpoint, sorted(names))
 
 
 def checkpoint_folders(folder: Path) -> list[Path]:
@@ -145,24 +143,49 @@ RESUME_KEYS = (
 )
 
 
+def run_precision(args: Any) -> str:
+    """The precision a run's GRPOConfig trains in, from its own fp16/bf16 fields: "fp16" (a T4:
+    accelerate's loss scaler, saved as scaler.pt in every checkpoint), "bf16" or "fp32"."""
+    return "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32"
+
+
+# Where each precision trains, for the sentence that refuses a resume across precisions.
+PRECISION_GPUS = {"fp16": "a T4", "bf16": "an Ampere or newer GPU (an L4 or A100 runtime)",
+                  "fp32": "a CPU"}
+
+
 def run_fingerprint(trainer: Any) -> dict[str, Any]:
-    """What a resumed run must match: the base model and the settings in RESUME_KEYS."""
+    """What a resumed run must match: the base model, the precision and the RESUME_KEYS."""
     args = trainer.args
     values = {key: getattr(args, key) for key in RESUME_KEYS}
     settings = {key: getattr(value, "value", value) for key, value in values.items()}  # enums
-    return {"model": str(getattr(trainer.model.config, "_name_or_path", "")), **settings}
+    return {"model": str(getattr(trainer.model.config, "_name_or_path", "")),
+            "precision": run_precision(args), **settings}
 
 
 def check_resumable(folder: Path, fingerprint: dict[str, Any]) -> None:
-    """Refuse to resume checkpoints made by a different model or different settings."""
+    """Refuse to resume checkpoints made by a different model, precision or settings.
+
+    A key the saved fingerprint lacks (written before the course recorded it) is not compared.
+    """
     path = folder / FINGERPRINT_FILE
     if file_problem(path):  # none yet, or cut off mid-write: it is written again below
         return
     saved = json.loads(path.read_text())
+    was, now = saved.get("precision"), fingerprint.get("precision")
+    if was is not None and was != now:
+        # transformers resumes an fp16 checkpoint by loading scaler.pt into a scaler a bf16 run
+        # lacks (trainer.py:3619-3645, an AttributeError); a bf16 one has no scaler.pt for fp16.
+        raise TrainingConfigError(
+            f"The checkpoints in {shown(folder)} were trained in {was} and this machine trains "
+            f"in {now}, so they cannot be resumed here (nothing was deleted): resume them on "
+            f"{PRECISION_GPUS.get(was, was)}, or set RUN_FOLDER (--output-dir for the script) "
+            "to a new folder to start again."
+        )
     changed = [
-        f"{key}: {saved.get(key)!r} -> {value!r}"
+        f"{key}: {saved[key]!r} -> {value!r}"
         for key, value in fingerprint.items()
-        if saved.get(key) != value
+        if key in saved and saved[key] != value
     ]
     if changed:
         raise TrainingConfigError(
@@ -212,19 +235,21 @@ def train_or_resume(trainer: Any) -> Any:
     """Train, resuming from the newest complete checkpoint in output_dir, and say which.
 
     Incomplete checkpoints (a kill during a save) are named and deleted first, by the main
-    process; a failed write to the run folder (a full Drive, say) ends in one sentence.
+    process; a failed write to the run folder (a full Drive, say) ends in one sentence. On a GPU
+    the requests a stopped cell left in vLLM are aborted first (helpers.loading).
     """
     args, accelerator = trainer.args, trainer.accelerator
     folder, expected = Path(args.output_dir), scaler_files(trainer)
+    abort_unfinished(trainer.model)  # a rerun after the stop button: vLLM's leftovers first
+    fingerprint = run_fingerprint(trainer)
+    if checkpoint_folders(folder):  # before any is deleted: another run's are refused, not pruned
+        check_resumable(folder, fingerprint)
     if accelerator.is_main_process:
         check_writable(folder)
         _, lines = prepare_resume(folder, args.max_steps, args.save_steps, expected)
         print("\n".join(lines))
     accelerator.wait_for_everyone()
     checkpoint = latest_checkpoint(folder, expected)
-    fingerprint = run_fingerprint(trainer)
-    if checkpoint is not None:
-        check_resumable(folder, fingerprint)
     if accelerator.is_main_process:
         write_json_atomic(folder / FINGERPRINT_FILE, fingerprint)
     if args.world_size > 1 and args.device.type == "cpu":

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -136,15 +136,21 @@ ADAPTER_CONFIG = "adapter_config.json"  # peft's: a folder holding it is an adap
 ADAPTER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors")
 
 
-def adapter_problem(folder: Path) -> str | None:
-    """Why `folder` is not a whole saved LoRA adapter, or None."""
-    if not folder.is_dir():
-        return "the folder is missing"
-    for name in ADAPTER_FILES:
+def first_problem(folder: Path, names: Iterable[str]) -> str | None:
+    """'its <name> <problem>' for the first of `names` in `folder` that is not a whole file
+    (file_problem), or None when all are whole."""
+    for name in names:
         problem = file_problem(folder / name)
         if problem:
             return f"its {name} {problem}"
     return None
+
+
+def adapter_problem(folder: Path) -> str | None:
+    """Why `folder` is not a whole saved LoRA adapter, or None."""
+    if not folder.is_dir():
+        return "the folder is missing"
+    return first_problem(folder, ADAPTER_FILES)
 
 
 def whole_folder(target: Path, problem: Callable[[Path], str | None]) -> Path | None:

@@ -13,7 +13,10 @@ reads helpers/course.py, itself plain Python, from the clone by path).
 - If the install changed a package this session had already imported, the cell stops with
   "Runtime → Restart session, then run all again": Python keeps the old copy in memory until a
   restart, and "Run all" must not go on in a stale session. After the restart the stamp makes the
-  rerun skip the install. The exception is STALE_IS_SAFE: packages whose old copy in memory was
+  rerun skip the install. Rerunning the cell *instead* of restarting stops again, with the same
+  sentence: the session that holds the old copies remembers it (RESTART_PENDING, in this
+  process's environment, which a restarted kernel does not inherit). The exception is
+  STALE_IS_SAFE: packages whose old copy in memory was
   checked, from their code, to break nothing the notebooks do later, at the version the locks
   install (docs/colab.md, "The first cell and restarts", has the table); for those the cell says
   so in one line and goes on.
@@ -34,6 +37,8 @@ from pathlib import Path
 from types import ModuleType
 
 RESTART = "Runtime → Restart session, then run all again"
+# Set in this process when the cell stopped for a restart: a rerun without one stops again.
+RESTART_PENDING = "GRPO_COURSE_RESTART_PENDING"
 FULL = "full"
 # What a fresh Colab kernel has imported and the full install upgrades, checked to be harmless
 # when left stale in memory: {distribution: (the version it was checked at, why)}. The check
@@ -208,6 +213,8 @@ def ensure_stack(
     this session had imported (unless that package is STALE_IS_SAFE at the version installed).
     """
     course_dir = Path(course_dir)
+    if pending := os.environ.get(RESTART_PENDING):  # rerun instead of restarted: still stale
+        raise SystemExit(pending)
     settings = course_settings(course_dir) if notebook else None
     kind = settings.notebook_install(notebook) if settings else FULL
     if is_installed(course_dir, kind):
@@ -224,7 +231,8 @@ def ensure_stack(
     stamp_path(course_dir).write_text(stamp_text(course_dir, kind))
     changed = changed_versions(before)
     if needs_restart(changed):
-        raise SystemExit(restart_message(changed))
+        os.environ[RESTART_PENDING] = restart_message(changed)
+        raise SystemExit(os.environ[RESTART_PENDING])
     if changed:
         print(stale_note(changed), flush=True)
     return True

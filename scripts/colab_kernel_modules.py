@@ -209,7 +209,8 @@ def main() -> int:
     if off:
         print(f"Note: the venv's versions differ from the freeze for {off}; the freeze's are "
               "recorded.")
-    imported = {name: freeze.get(name, version) for name, version in found.items()}
+    # Only what Colab has: the venv's extras (jedi, pulled by its IPython) are not on the image.
+    imported = {name: freeze[name] for name in found if name in freeze}
     args.out.write_text(record_text(imported, freeze, args.colab_python, args.source, version))
     print(f"{len(imported)} imported distributions written to {args.out}")
     return 0

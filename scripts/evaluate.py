@@ -1,32 +1,30 @@
 """Notebook 06's held-out evaluation from the command line: base vs trained, same prompts,
 same decoding, same scoring (all from helpers.evaluation).
 
-    python scripts/evaluate.py --profile t4                      # the run's adapter, as notebook 06
-    python scripts/evaluate.py --profile large --adapter runs/big/large/adapter
-    python scripts/evaluate.py --profile large --merged exports/merged_16bit
+    python -m scripts.evaluate --profile t4                      # the run's adapter, as notebook 06
+    python -m scripts.evaluate --profile large --adapter runs/big/large/adapter
+    python -m scripts.evaluate --profile large --merged exports/merged_16bit
 
 With --adapter (default: the profile's run folder), the base model is the trained one with its
 LoRA switched off, exactly as in notebook 05. With --merged, the merged model is the "trained"
-side and the profile's base model, loaded next to it with plain transformers, the "base" side.
+side and the profile's base model, loaded next to it with plain transformers, the "base" side
+(in float16 on a T4, which has no bf16; elsewhere in the dtype the models were saved in).
 Results go to OUTPUT_DIR/results.json and problems.csv, compared with any previous results there.
+Run it from the course's root.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `helpers` without installing the course
-
-from helpers.profiles import PROFILES  # noqa: E402
+from helpers.profiles import PROFILES
 
 if TYPE_CHECKING:
     from helpers.evaluation import DecodingSettings, Generation
+    from helpers.hardware import Hardware
     from helpers.profiles import Profile
 
 
@@ -48,7 +46,7 @@ def existing_dir(text: str) -> Path:
 def build_parser() -> OneLineParser:
     """The command line: which model to evaluate, on how many problems, with what decoding."""
     parser = OneLineParser(
-        prog="evaluate.py",
+        prog="python -m scripts.evaluate",
         description="Held-out GSM8K accuracy, base vs trained, as notebook 06 measures it.",
     )
     parser.add_argument(
@@ -83,25 +81,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
-def load_merged(profile: Profile, merged_dir: Path) -> tuple[Any, Any, Any]:
-    """The merged model, the profile's base model and the merged tokenizer: plain transformers."""
+def load_merged(profile: Profile, merged_dir: Path, hw: Hardware) -> tuple[Any, Any, Any]:
+    """The merged model, the profile's base model and the merged tokenizer: plain transformers,
+    in float16 on a T4 (a 16-bit merge saved as bf16 elsewhere would not run there), else as
+    saved (helpers.export.merged_dtype; transformers 4.56.2 takes the dtype's name,
+    modeling_utils.py:1347-1367)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from helpers.export import merged_dtype
     from helpers.loading import resolve_model_name
 
     tokenizer = AutoTokenizer.from_pretrained(merged_dir)
-    device = {"device_map": "auto"} if _cuda() else {}
-    merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype="auto", **device)
-    base = AutoModelForCausalLM.from_pretrained(
-        resolve_model_name(profile), dtype="auto", **device
-    )
+    load = {"dtype": merged_dtype(hw), **({"device_map": "auto"} if hw.cuda else {})}
+    merged = AutoModelForCausalLM.from_pretrained(merged_dir, **load)
+    base = AutoModelForCausalLM.from_pretrained(resolve_model_name(profile), **load)
     return base.eval(), merged.eval(), tokenizer
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def two_model_generate(base: Any, merged: Any) -> Any:
@@ -155,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = evaluate(model, tokenizer, problems, settings, adapter)
         source = adapter
     else:
-        base, merged, tokenizer = load_merged(profile, args.merged)
+        base, merged, tokenizer = load_merged(profile, args.merged, hw)
         generate = two_model_generate(base, merged)
         results = evaluate(merged, tokenizer, problems, settings, args.merged, generate=generate)
         source = args.merged

@@ -1,12 +1,15 @@
 """`make gpu-check`: run the t4 path's GPU-only calls once on a real CUDA GPU, each one timed.
 
-    python scripts/gpu_check.py                               # the t4 profile's model, from the hub
-    python scripts/gpu_check.py --model /models/qwen2.5-1.5b  # offline: a local 16-bit model folder
-    python scripts/gpu_check.py --fill-readme runs/gpu-check/tesla-t4.json   # README's T4 slot
+    python -m scripts.gpu_check                               # every phase; the t4 profile's model
+    python -m scripts.gpu_check --precision fp16              # the T4's fp16 path on any GPU
+    python -m scripts.gpu_check --phase train                 # one phase as its own command
+    python -m scripts.gpu_check --dry-run --precision fp16    # the plan and each phase's budget
+    python -m scripts.gpu_check --model /models/qwen2.5-1.5b  # offline: a local 16-bit model folder
+    python -m scripts.gpu_check --fill-readme runs/gpu-check/tesla-t4.json   # README's T4 slot
 
-CPU CI never runs these calls: unsloth takes a CPU backend there, and tests/test_gpu_contracts.py
-only checks their signatures. So before tagging a release, a publisher runs this on a Colab T4.
-It runs four fresh processes, as a learner's notebooks would:
+Run from the course's root. CPU CI never runs these calls: unsloth takes a CPU backend there,
+and tests/test_gpu_contracts.py only checks their signatures. So before tagging a release, a
+publisher runs this on a Colab T4. It runs five fresh processes, as a learner's notebooks would:
 
     train : 4-bit load with vLLM (fast_inference=True; its first start is timed), LoRA, and
             notebook 05's run (helpers.grpo_run.build_trainer with the standard callbacks:
@@ -19,15 +22,28 @@ It runs four fresh processes, as a learner's notebooks would:
     merge : the adapter on its base without vLLM, merged to 16-bit (notebook 07)
     plain : the merged model with plain transformers, in a process that never imports unsloth
 
+`--phase NAME` runs one of them as its own command (train first: it clears the scratch folder;
+each later one needs the phases before it to have passed in the same --work folder), so no
+command runs much longer than its phase's budget (PHASE_BUDGET_S, printed by --dry-run).
+
+A data-centre GPU trains in bf16 (helpers.hardware.choose_precision): no GradScaler, no
+scaler.pt. `--precision fp16` loads the model in float16 and trains with fp16=True, as a T4
+does, so any GPU checks the T4's precision path; what it still cannot show is the T4's own
+kernels (FlashInfer's sm75 build), memory and speed. FlashInfer's JIT build (1-3 min of a cold
+vLLM start) runs on a T4, where it is the path under test; elsewhere it would build kernels for
+another GPU, so it is switched off (UNSLOTH_VLLM_NO_FLASHINFER=1) unless --flashinfer.
+
 Training uses GSM8K-format synthetic problems, so only the model needs the hub. It prints a
-pass/fail table with each step's seconds and peak GPU memory, writes runs/gpu-check/<gpu>.json,
-and on a T4 fills README's T4 slot from that JSON. With no CUDA GPU it refuses in one line.
+pass/fail table with each step's seconds and peak GPU memory and each phase against its budget,
+writes runs/gpu-check/<gpu>.json, and on a T4 fills README's T4 slot from that JSON once every
+phase has run. With no CUDA GPU it refuses in one line (--dry-run and --fill-readme need none).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import shutil
@@ -37,22 +53,21 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `helpers` without installing the course
-
-from helpers.run_folder import RunFolder  # noqa: E402  (no torch: the refusal stays instant)
+from helpers.paths import ROOT
+from helpers.run_folder import RunFolder  # no torch: the refusal stays instant
 
 OUT_DIR = ROOT / "runs" / "gpu-check"
 README = ROOT / "README.md"
 DEFAULT_PROFILE = "t4"
+DEFAULT_GRPO_STEPS = 2  # step 1 trained and checkpointed, step 2 trained after the resume
 REFUSAL = (
-    "gpu_check.py needs a CUDA GPU and this machine has none: run `make gpu-check` on a Colab T4 "
-    "(or any NVIDIA GPU) after `python3 scripts/install_stack.py venv`."
+    "gpu_check needs a CUDA GPU and this machine has none: run `make gpu-check` on a Colab T4 "
+    "(or any NVIDIA GPU, with --precision fp16 for the T4's path) after "
+    "`python3 scripts/install_stack.py venv`."
 )
 # The steps of each process, in order, and the steps a process needs to have passed before it.
 PHASES: dict[str, tuple[str, ...]] = {
@@ -67,6 +82,20 @@ PHASE_NEEDS: dict[str, tuple[str, ...]] = {
     "train": (), "resume": ("grpo_until_checkpoint",), "reload": ("save_adapter",),
     "merge": ("save_adapter",), "plain": ("merge_16bit",),
 }
+# Each phase's time, cold, on a data-centre GPU with 16 CPU cores and a fast network: estimated
+# from what each process runs, not yet measured (a run reports every phase against it). A vLLM
+# start is torch inductor's compile (1-1.5 min cold, cached for later processes), FlashInfer's
+# JIT build (1-3 min cold: a T4 only, see above) and the CUDA-graph capture (0.5-1 min, every
+# start); each process imports unsloth and loads its compiled trainer (0.5-1 min, cached).
+PHASE_BUDGET_S: dict[str, int] = {
+    "train": 210,  # imports 0.75 + cold vLLM start 2.25 + one step, two held-out scores, a save
+    "resume": 120,  # imports 0.5 + warm vLLM start 1 + one step and score, save, evaluation x2
+    "reload": 90,  # imports 0.5 + warm vLLM start 1 + one generate
+    "merge": 105,  # imports 0.5 + 4-bit load + the 16-bit base's download (3 GB) and the merge
+    "plain": 30,  # transformers alone: load the merged model, answer two questions
+}
+PRECISIONS = ("auto", "fp16")  # auto: the GPU's own (bf16 on compute capability 8.0+, else fp16)
+NO_FLASHINFER = "UNSLOTH_VLLM_NO_FLASHINFER"  # unsloth_zoo vllm_utils.py:4664
 QUESTIONS = (  # GSM8K-style: the answers only need to be non-empty, not right
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in "
     "May. How many clips did Natalia sell altogether in April and May?",
@@ -270,9 +299,80 @@ def check_profile(name: str, model: str | None, grpo_steps: int) -> Any:
                    max_steps=grpo_steps, heldout_during_training=16)
 
 
-def grpo_overrides(grpo_steps: int) -> dict[str, int]:
-    """make_grpo_config overrides: a few steps, a checkpoint after each (the first is resumed)."""
-    return {"max_steps": grpo_steps, "save_steps": 1}
+def grpo_overrides(grpo_steps: int, precision: str = "auto") -> dict[str, Any]:
+    """make_grpo_config overrides: a few steps, a checkpoint after each (the first is resumed);
+    with precision fp16, the T4's mixed precision whatever the GPU (unsloth accepts fp16 on a
+    float16 model on Ampere+ too: unsloth/models/rl.py's mixed-precision block)."""
+    overrides: dict[str, Any] = {"max_steps": grpo_steps, "save_steps": 1}
+    if precision == "fp16":
+        overrides.update(fp16=True, bf16=False)
+    return overrides
+
+
+def flashinfer_off(compute_capability: tuple[int, int] | None, keep: bool) -> bool:
+    """True where gpu-check switches FlashInfer off: any GPU but a T4's sm75, unless kept."""
+    return not keep and compute_capability != (7, 5)
+
+
+def child_environment(compute_capability: tuple[int, int] | None, keep_flashinfer: bool,
+                      environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The phases' environment: ours, with FlashInfer off where flashinfer_off says (a value
+    already set is left alone)."""
+    env = dict(os.environ if environ is None else environ)
+    if flashinfer_off(compute_capability, keep_flashinfer):
+        env.setdefault(NO_FLASHINFER, "1")
+    return env
+
+
+def phase_command(phase: str, args: argparse.Namespace) -> str:
+    """The command that runs `phase` alone with these settings (what --dry-run lists)."""
+    extra = [f"--{name.replace('_', '-')} {value}" for name, value, default in (
+        ("profile", args.profile, DEFAULT_PROFILE), ("model", args.model, None),
+        ("grpo_steps", args.grpo_steps, DEFAULT_GRPO_STEPS),
+        ("precision", args.precision, "auto")) if value != default]
+    flags = " --flashinfer" if args.flashinfer else ""
+    return " ".join(["python -m scripts.gpu_check", f"--phase {phase}", *extra]) + flags
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def render_plan(args: argparse.Namespace) -> str:
+    """What a run does, before it runs (--dry-run, no GPU needed): the precision path, FlashInfer,
+    and each phase with its command, steps and budget."""
+    profile = check_profile(args.profile, args.model, args.grpo_steps)
+    if args.precision == "fp16":
+        precision = ("fp16 everywhere: the model loads with dtype=torch.float16 and trains with "
+                     "GRPOConfig(fp16=True, bf16=False), so accelerate's GradScaler runs and "
+                     "checkpoint-1 must hold scaler.pt, the T4's path on any GPU")
+    else:
+        precision = ("auto: the GPU's own (bf16 on compute capability 8.0+, no GradScaler and no "
+                     "scaler.pt; fp16 on a T4); --precision fp16 checks the T4's path anywhere")
+    flashinfer = ("JIT-built by unsloth on every GPU (--flashinfer)" if args.flashinfer
+                  else f"JIT-built by unsloth on a T4 (sm75) only, the path under test; "
+                       f"elsewhere off ({NO_FLASHINFER}=1; --flashinfer keeps it, 1-3 min more "
+                       "cold)")
+    rows = ["| phase | its own command | steps | budget (cold) |", "|---|---|---|---|"]
+    for phase, steps in PHASES.items():
+        rows.append(f"| {phase} | `{phase_command(phase, args)}` | {', '.join(steps)} | "
+                    f"{minutes(PHASE_BUDGET_S[phase])} |")
+    total = sum(PHASE_BUDGET_S.values())
+    every = phase_command("train", args).replace(" --phase train", "")
+    rows.append(f"| all | `{every}` | {sum(map(len, PHASES.values()))} steps in {len(PHASES)} "
+                f"processes | {minutes(total)} |")
+    return "\n".join([
+        f"gpu-check plan: profile {profile.name} ({profile.model_name}), {args.grpo_steps} GRPO "
+        f"steps, synthetic problems.",
+        f"Precision: {precision}.",
+        f"FlashInfer: {flashinfer}.",
+        "",
+        *rows,
+        "",
+        f"Budgets: cold, on a data-centre GPU with 16 CPU cores, estimated from what each process "
+        f"runs, not measured ({minutes(total)} in all); a run reports each phase against its "
+        "budget. A T4 is slower: its first vLLM start alone is 3-10 min.",
+    ])
 
 
 # ---- The GPU seam: everything below runs only on a CUDA machine ------------------------------
@@ -307,83 +407,131 @@ def stop_after_first_checkpoint() -> Any:
     return Stop()
 
 
-def phase_steps(phase: str, args: argparse.Namespace, gpu: bool = True) -> list[Step]:
-    """The steps of one process; nothing is imported until a step runs.
+class PhaseSteps:
+    """The steps of each phase's process, one method a phase; nothing GPU-side is imported until
+    a step runs, and the steps of one process share its model and tokenizer.
 
     `gpu=False` runs the same steps on a CPU with the smoke profile, without the vLLM checks
     (tests/test_gpu_check.py): notebook 05's trainer, stopped and resumed, with no GPU.
     """
-    work = Path(args.work)
-    run = RunFolder(work / "run")
-    merged = work / "merged_16bit"
-    profile = check_profile(args.profile, args.model, args.grpo_steps)
-    state: dict[str, Any] = {}
 
-    def settings() -> Any:
-        from helpers.evaluation import build_prompts, decoding_settings
+    def __init__(self, args: argparse.Namespace, gpu: bool = True) -> None:
+        self.args, self.gpu = args, gpu
+        self.work = Path(args.work)
+        self.run = RunFolder(self.work / "run")
+        self.merged = self.work / "merged_16bit"
+        self.profile = check_profile(args.profile, args.model, args.grpo_steps)
+        self.fp16 = getattr(args, "precision", "auto") == "fp16"
+        self.model: Any = None
+        self.tokenizer: Any = None
 
-        prompts = build_prompts(state["tokenizer"], QUESTIONS)
-        return prompts, decoding_settings(profile, max_new_tokens=MAX_NEW_TOKENS)
+    def steps(self, phase: str) -> list[Step]:
+        """The steps of `phase`, in order."""
+        return {"train": self.train, "resume": self.resume, "reload": self.reload,
+                "merge": self.merge, "plain": self.plain}[phase]()
 
-    def generate(side: str, key: str) -> dict[str, Any]:
-        from helpers.evaluation import generate_side
+    # -- the phases --
 
-        if gpu and getattr(state["model"], "vllm_engine", None) is None:
-            raise CheckFailed("the model has no vLLM engine: fast_inference did not start vLLM")
-        prompts, decoding = settings()
-        outs = generate_side(state["model"], state["tokenizer"], prompts, decoding, side,
-                             run.adapter)
-        texts = [group[0].text for group in outs]
-        if gpu and not all(t.strip() for t in texts):
-            raise CheckFailed(f"an empty completion from fast_generate ({side}): {texts!r}")
-        (work / f"{key}.json").write_text(json.dumps(texts))
-        return {"completions": len(texts), "tokens": sum(g[0].num_tokens for g in outs)}
+    def train(self) -> list[Step]:
+        return [Step("load_4bit_vllm", self.load_4bit_vllm),
+                Step("lora", self.lora, ("load_4bit_vllm",)),
+                Step("grpo_until_checkpoint", self.grpo_until_checkpoint, ("lora",)),
+                Step("generate_base", lambda: self.generate("base", "base"), ("lora",))]
 
-    def load_4bit_vllm() -> dict[str, Any]:
-        """The first vLLM start of a runtime: on a T4 it compiles (FlashInfer, CUDA graphs)."""
-        from unsloth import FastLanguageModel
+    def resume(self) -> list[Step]:
+        return [Step("reload_base", self.load_4bit_vllm),
+                Step("relora", self.lora, ("reload_base",)),
+                Step("resume_grpo", self.resume_grpo, ("relora",)),
+                Step("save_adapter", self.save_adapter, ("resume_grpo",)),
+                Step("generate_adapter", lambda: self.generate("trained", "adapter"),
+                     ("save_adapter",)),
+                Step("evaluate_cache", self.evaluate_cache, ("save_adapter",))]
 
-        from helpers.loading import load_kwargs
+    def reload(self) -> list[Step]:
+        return [Step("reload_adapter", self.reload_adapter),
+                Step("generate_reloaded", self.generate_reloaded, ("reload_adapter",))]
 
-        state["model"], state["tokenizer"] = FastLanguageModel.from_pretrained(
-            **load_kwargs(profile)
-        )
-        if gpu and getattr(state["model"], "vllm_engine", None) is None:
-            raise CheckFailed("from_pretrained(fast_inference=True) returned no vLLM engine")
-        return {"model": profile.model_name}
+    def merge(self) -> list[Step]:
+        return [Step("load_16bit_merge", self.load_16bit_merge),
+                Step("merge_16bit", self.merge_16bit, ("load_16bit_merge",))]
 
-    def lora() -> dict[str, Any]:
-        from unsloth import FastLanguageModel
+    def plain(self) -> list[Step]:
+        return [Step("plain_transformers", self.plain_transformers)]
 
-        from helpers.loading import lora_kwargs
+    # -- what the steps share --
 
-        state["model"] = FastLanguageModel.get_peft_model(state["model"], **lora_kwargs(profile))
-        trainable = sum(p.numel() for p in state["model"].parameters() if p.requires_grad)
-        return {"trainable_params": trainable}
+    def dtype(self) -> Any:
+        """torch.float16 under --precision fp16; None lets unsloth pick (the GPU's own)."""
+        import torch
 
-    def trainer(*extra: Any) -> Any:
+        return torch.float16 if self.fp16 else None
+
+    def trainer(self, *extra: Any) -> Any:
         """Notebook 05's run: build_trainer with the standard callbacks (helpers.grpo_run)."""
         from helpers.grpo_config import make_grpo_config
         from helpers.grpo_run import build_trainer, standard_callbacks
         from helpers.hardware import detect_hardware
 
-        config = make_grpo_config(profile, detect_hardware(), run.checkpoints,
-                                  **grpo_overrides(args.grpo_steps))
-        callbacks = [*standard_callbacks(run, state["tokenizer"], profile, config), *extra]
-        built = build_trainer(state["model"], state["tokenizer"], config, profile, run,
+        config = make_grpo_config(self.profile, detect_hardware(), self.run.checkpoints,
+                                  **grpo_overrides(self.args.grpo_steps, self.args.precision))
+        callbacks = [*standard_callbacks(self.run, self.tokenizer, self.profile, config), *extra]
+        built = build_trainer(self.model, self.tokenizer, config, self.profile, self.run,
                               callbacks=callbacks)
-        if gpu and not type(built).__name__.startswith("Unsloth"):
+        if self.gpu and not type(built).__name__.startswith("Unsloth"):
             raise CheckFailed(f"{type(built).__name__} ran, not unsloth's patched trainer: "
                               "import unsloth before trl")
-        if gpu and not built.args.use_vllm:
+        if self.gpu and not built.args.use_vllm:
             raise CheckFailed("the trainer generates without vLLM (args.use_vllm is False)")
+        if self.fp16 and not built.args.fp16:
+            raise CheckFailed("--precision fp16, but the trainer's config has fp16=False")
         return built
 
-    def grpo_until_checkpoint() -> dict[str, Any]:
-        from helpers.logs import HELDOUT_KEY
-        from helpers.resume import saved_adapter_step, train_or_resume
+    def generate(self, side: str, key: str) -> dict[str, Any]:
+        from helpers.evaluation import build_prompts, decoding_settings, generate_side
 
-        built = trainer(stop_after_first_checkpoint())
+        if self.gpu and getattr(self.model, "vllm_engine", None) is None:
+            raise CheckFailed("the model has no vLLM engine: fast_inference did not start vLLM")
+        prompts = build_prompts(self.tokenizer, QUESTIONS)
+        decoding = decoding_settings(self.profile, max_new_tokens=MAX_NEW_TOKENS)
+        outs = generate_side(self.model, self.tokenizer, prompts, decoding, side,
+                             self.run.adapter)
+        texts = [group[0].text for group in outs]
+        if self.gpu and not all(t.strip() for t in texts):
+            raise CheckFailed(f"an empty completion from fast_generate ({side}): {texts!r}")
+        (self.work / f"{key}.json").write_text(json.dumps(texts))
+        return {"completions": len(texts), "tokens": sum(g[0].num_tokens for g in outs)}
+
+    # -- the steps --
+
+    def load_4bit_vllm(self) -> dict[str, Any]:
+        """The first vLLM start of a runtime: on a T4 it compiles (FlashInfer, CUDA graphs)."""
+        from unsloth import FastLanguageModel
+
+        from helpers.loading import load_kwargs, vllm_start_announced
+
+        kwargs = load_kwargs(self.profile)
+        if self.fp16:
+            kwargs["dtype"] = self.dtype()
+        with vllm_start_announced(self.profile):  # refuses a second engine; ticks while it starts
+            self.model, self.tokenizer = FastLanguageModel.from_pretrained(**kwargs)
+        if self.gpu and getattr(self.model, "vllm_engine", None) is None:
+            raise CheckFailed("from_pretrained(fast_inference=True) returned no vLLM engine")
+        return {"model": self.profile.model_name, "dtype": str(self.model.dtype)}
+
+    def lora(self) -> dict[str, Any]:
+        from unsloth import FastLanguageModel
+
+        from helpers.loading import lora_kwargs
+
+        self.model = FastLanguageModel.get_peft_model(self.model, **lora_kwargs(self.profile))
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        return {"trainable_params": trainable}
+
+    def grpo_until_checkpoint(self) -> dict[str, Any]:
+        from helpers.logs import HELDOUT_KEY
+        from helpers.resume import latest_checkpoint, saved_adapter_step, train_or_resume
+
+        built = self.trainer(stop_after_first_checkpoint())
         start = time.perf_counter()
         try:
             train_or_resume(built)
@@ -392,123 +540,109 @@ def phase_steps(phase: str, args: argparse.Namespace, gpu: bool = True) -> list[
         else:
             raise CheckFailed("training ended without saving a checkpoint at step 1")
         step = built.state.global_step
-        if saved_adapter_step(run) != step:
+        if saved_adapter_step(self.run) != step:
             raise CheckFailed(f"AdapterCheckpoint did not save the adapter of step {step}")
         if not any(HELDOUT_KEY in e for e in built.state.log_history):
             raise CheckFailed("HeldOutAccuracy did not score the held-out problems before step 1")
-        return {"trainer": type(built).__name__, "stopped_at_step": step,
+        checkpoint = latest_checkpoint(self.run.checkpoints)
+        scaler = checkpoint is not None and (checkpoint / "scaler.pt").is_file()
+        if self.fp16 and self.gpu and not scaler:
+            raise CheckFailed("fp16 training saved no scaler.pt: no GradScaler ran")
+        return {"trainer": type(built).__name__, "stopped_at_step": step, "scaler_pt": scaler,
                 "seconds": time.perf_counter() - start}
 
-    def resume() -> dict[str, Any]:
+    def resume_grpo(self) -> dict[str, Any]:
         from helpers.logs import HELDOUT_KEY
         from helpers.resume import train_or_resume
 
-        built = trainer()
+        built = self.trainer()
         out = train_or_resume(built)  # prints "RESUMING from checkpoint-1 ..."
-        log = built.state.log_history
-        if built.state.global_step != args.grpo_steps:
+        log, steps = built.state.log_history, self.args.grpo_steps
+        if built.state.global_step != steps:
             raise CheckFailed(f"the resumed run ended at step {built.state.global_step}")
-        if not run.figure.is_file():
+        if not self.run.figure.is_file():
             raise CheckFailed("LivePlot saved no figure into the run folder")
         heldout = [e["step"] for e in log if HELDOUT_KEY in e]
         rewards = [e["reward"] for e in log if "reward" in e]
-        steps_run = args.grpo_steps - 1
         return {"resumed_from": 1, "heldout_steps": ",".join(map(str, heldout)),
-                "seconds_per_step": out.metrics["train_runtime"] / steps_run,
+                "seconds_per_step": out.metrics["train_runtime"] / (steps - 1),
                 "last_reward": float(rewards[-1]) if rewards else float("nan")}
 
-    def save_adapter() -> dict[str, Any]:
-        from helpers.resume import save_adapter as save
+    def save_adapter(self) -> dict[str, Any]:
+        from helpers.resume import save_adapter
 
-        folder = save(state["model"], state["tokenizer"], run, args.grpo_steps, args.grpo_steps)
+        steps = self.args.grpo_steps
+        folder = save_adapter(self.model, self.tokenizer, self.run, steps, steps)
         return {"files": len(list(folder.iterdir()))}
 
-    def evaluate_cache() -> dict[str, Any]:
+    def evaluate_cache(self) -> dict[str, Any]:
         """Notebook 06's evaluation with its answer store: a second pass reuses every answer."""
         from helpers.data import load_gsm8k
         from helpers.evaluation import decoding_settings, evaluate
 
-        rows = list(load_gsm8k("test", profile, limit=8))
-        decoding = decoding_settings(profile, max_new_tokens=MAX_NEW_TOKENS)
-        first = evaluate(state["model"], state["tokenizer"], rows, decoding, run.adapter,
-                         store=run.answers)
+        rows = list(load_gsm8k("test", self.profile, limit=8))
+        decoding = decoding_settings(self.profile, max_new_tokens=MAX_NEW_TOKENS)
+        first = evaluate(self.model, self.tokenizer, rows, decoding, self.run.adapter,
+                         store=self.run.answers)
 
         def refuse(*_: Any) -> Any:
             raise CheckFailed("the second evaluation generated again instead of reusing answers")
 
-        again = evaluate(state["model"], state["tokenizer"], rows, decoding, run.adapter,
-                         generate=refuse, store=run.answers)
+        again = evaluate(self.model, self.tokenizer, rows, decoding, self.run.adapter,
+                         generate=refuse, store=self.run.answers)
         if again["scores"] != first["scores"]:
             raise CheckFailed("the reused answers scored differently")
         return {"problems": len(rows)}
 
-    def reload_adapter() -> dict[str, Any]:
+    def reload_adapter(self) -> dict[str, Any]:
         from helpers.loading import load_trained
 
-        state["model"], state["tokenizer"] = load_trained(profile, run.adapter)
-        return {"fast_inference": profile.fast_inference}
+        self.model, self.tokenizer = load_trained(self.profile, self.run.adapter,
+                                                  dtype=self.dtype())
+        return {"fast_inference": self.profile.fast_inference}
 
-    def generate_reloaded() -> dict[str, Any]:
-        data = generate("trained", "reloaded")
-        before = work / "adapter.json"  # written by generate_adapter, if it passed
+    def generate_reloaded(self) -> dict[str, Any]:
+        data = self.generate("trained", "reloaded")
+        before = self.work / "adapter.json"  # written by generate_adapter, if it passed
         if not before.exists():
             return data
-        after = json.loads((work / "reloaded.json").read_text())
+        after = json.loads((self.work / "reloaded.json").read_text())
         return {**data, "same_as_before_save": json.loads(before.read_text()) == after}
 
-    def load_16bit_merge() -> dict[str, Any]:
+    def load_16bit_merge(self) -> dict[str, Any]:
         from helpers.loading import load_trained
 
-        state["model"], state["tokenizer"] = load_trained(profile, run.adapter,
-                                                          fast_inference=False)
+        self.model, self.tokenizer = load_trained(self.profile, self.run.adapter,
+                                                  fast_inference=False, dtype=self.dtype())
         return {}
 
-    def merge_16bit() -> dict[str, Any]:
+    def merge_16bit(self) -> dict[str, Any]:
         from helpers.export import merge_to_16bit
         from helpers.hardware import detect_hardware
 
-        folder = merge_to_16bit(state["model"], state["tokenizer"], run.adapter, merged, profile,
-                                detect_hardware())
+        folder = merge_to_16bit(self.model, self.tokenizer, self.run.adapter, self.merged,
+                                self.profile, detect_hardware())
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         return {"gb_written": size / 1e9}
 
-    def plain_transformers() -> dict[str, Any]:
+    def plain_transformers(self) -> dict[str, Any]:
         from helpers.export import transformers_generate
 
-        texts = transformers_generate(merged, QUESTIONS, MAX_NEW_TOKENS)
+        texts = transformers_generate(self.merged, QUESTIONS, MAX_NEW_TOKENS)
         if "unsloth" in sys.modules:
             raise CheckFailed("unsloth was imported: the merged model must load without it")
         if not all(t.strip() for t in texts):
             raise CheckFailed(f"an empty answer from plain transformers: {texts!r}")
         return {"answers": len(texts)}
 
-    loaded = ("load_4bit_vllm",)
-    steps = {
-        "train": [Step("load_4bit_vllm", load_4bit_vllm), Step("lora", lora, loaded),
-                  Step("grpo_until_checkpoint", grpo_until_checkpoint, ("lora",)),
-                  Step("generate_base", lambda: generate("base", "base"), ("lora",))],
-        "resume": [Step("reload_base", load_4bit_vllm), Step("relora", lora, ("reload_base",)),
-                   Step("resume_grpo", resume, ("relora",)),
-                   Step("save_adapter", save_adapter, ("resume_grpo",)),
-                   Step("generate_adapter", lambda: generate("trained", "adapter"),
-                        ("save_adapter",)),
-                   Step("evaluate_cache", evaluate_cache, ("save_adapter",))],
-        "reload": [Step("reload_adapter", reload_adapter),
-                   Step("generate_reloaded", generate_reloaded, ("reload_adapter",))],
-        "merge": [Step("load_16bit_merge", load_16bit_merge),
-                  Step("merge_16bit", merge_16bit, ("load_16bit_merge",))],
-        "plain": [Step("plain_transformers", plain_transformers)],
-    }
-    return steps[phase]
-
 
 def run_phase_here(args: argparse.Namespace) -> int:
     """Inside a child process: run one phase's steps and write their results as JSON."""
     if args.phase != "plain":
         import unsloth  # noqa: F401  (first: it patches transformers, trl and peft)
-    results = run_steps(phase_steps(args.phase, args), cuda_meter())
-    out = Path(args.work) / f"phase-{args.phase}.json"
-    out.write_text(json.dumps([asdict(r) for r in results], indent=1))
+    results = run_steps(PhaseSteps(args).steps(args.phase), cuda_meter())
+    results_path(Path(args.work), args.phase).write_text(
+        json.dumps([asdict(r) for r in results], indent=1))
     return 0
 
 
@@ -538,18 +672,44 @@ def versions() -> dict[str, str]:
 
 # ---- The parent process: one child per phase --------------------------------------------------
 
+def results_path(work: Path, phase: str) -> Path:
+    return work / f"phase-{phase}.json"
+
+
+def seconds_path(work: Path) -> Path:
+    return work / "phase-seconds.json"
+
+
+def saved_results(work: Path, phases: Sequence[str]) -> list[StepResult]:
+    """The step results earlier commands left in `work` for `phases` (none for a missing one)."""
+    found: list[StepResult] = []
+    for phase in phases:
+        path = results_path(work, phase)
+        if path.is_file():
+            found += [StepResult(**r) for r in json.loads(path.read_text())]
+    return found
+
+
+def saved_seconds(work: Path) -> dict[str, float]:
+    """{phase: wall seconds} of the phases run so far in `work`."""
+    path = seconds_path(work)
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def run_child(phase: str, args: argparse.Namespace) -> list[StepResult]:
-    """Run one phase in a fresh Python process and read back its results."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--phase", phase,
+    """Run one phase in a fresh Python process (`python -m scripts.gpu_check --child`) and read
+    back its results."""
+    command = [sys.executable, "-m", "scripts.gpu_check", "--child", "--phase", phase,
                "--work", str(args.work), "--profile", args.profile,
-               "--grpo-steps", str(args.grpo_steps)]
+               "--grpo-steps", str(args.grpo_steps), "--precision", args.precision]
     if args.model is not None:
         command += ["--model", args.model]
-    out = Path(args.work) / f"phase-{phase}.json"
+    out = results_path(Path(args.work), phase)
     out.unlink(missing_ok=True)
     start = time.perf_counter()
     try:
-        done = subprocess.run(command, cwd=ROOT, timeout=args.phase_timeout)
+        done = subprocess.run(command, cwd=ROOT, timeout=args.phase_timeout,
+                              env=getattr(args, "child_env", None))
         why = f"the {phase} process exited with status {done.returncode}"
     except subprocess.TimeoutExpired:
         why = f"the {phase} process ran past --phase-timeout {args.phase_timeout} s"
@@ -562,17 +722,36 @@ def run_child(phase: str, args: argparse.Namespace) -> list[StepResult]:
 
 def run_all(args: argparse.Namespace,
             child: Callable[[str, argparse.Namespace], list[StepResult]] = run_child,
-            ) -> list[StepResult]:
-    """Every phase in order; a phase whose needs did not pass is skipped."""
-    results: list[StepResult] = []
-    for phase, names in PHASES.items():
+            phases: Sequence[str] = tuple(PHASES), clock: Callable[[], float] = time.perf_counter,
+            ) -> tuple[list[StepResult], dict[str, float]]:
+    """`phases` in order (consecutive, as PHASES orders them), after the phases before them that
+    earlier commands ran in --work: their results count for the needs, and a phase whose needs
+    did not pass is skipped. Returns the results of every phase run so far and each one's wall
+    seconds (saved in --work; a phase run again drops what the phases after it left)."""
+    work = Path(args.work)
+    before = list(PHASES)[: list(PHASES).index(phases[0])]
+    seconds = {p: s for p, s in saved_seconds(work).items() if p in before}
+    results = saved_results(work, [p for p in before if p in seconds])
+    for phase in phases:
         passed = {r.name for r in results if r.status == "pass"}
         missing = [n for n in PHASE_NEEDS[phase] if n not in passed]
         if missing:
-            results += skipped(names, f"needs {', '.join(missing)}")
-        else:
-            results += child(phase, args)
-    return results
+            results += skipped(PHASES[phase], f"needs {', '.join(missing)}")
+            continue
+        start = clock()
+        results += child(phase, args)
+        seconds[phase] = round(clock() - start, 1)
+        work.mkdir(parents=True, exist_ok=True)
+        seconds_path(work).write_text(json.dumps(seconds))
+        print(budget_line(phase, seconds[phase]), flush=True)
+    return results, seconds
+
+
+def budget_line(phase: str, seconds: float) -> str:
+    """'phase train: 3.1 min of its 3.5 min budget' (OVER BUDGET when it is)."""
+    budget = PHASE_BUDGET_S[phase]
+    over = " OVER BUDGET" if seconds > budget else ""
+    return f"phase {phase}: {minutes(seconds)} of its {minutes(budget)} budget{over}"
 
 
 def clear_work(work: Path) -> None:
@@ -587,13 +766,26 @@ def clear_work(work: Path) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(
-        prog="gpu_check.py", description="Run the t4 path's GPU-only calls once, timed.")
+        prog="python -m scripts.gpu_check",
+        description="Run the t4 path's GPU-only calls once, timed, phase by phase.")
     parser.add_argument("--profile", default=DEFAULT_PROFILE,
                         help=f"the profile whose calls and sizes to check ({DEFAULT_PROFILE})")
     parser.add_argument("--model", default=None,
                         help="a hub id or a local model folder instead of the profile's model; "
                         "offline, use a 16-bit folder (merging a -bnb-4bit one downloads its base)")
-    parser.add_argument("--grpo-steps", type=int, default=3, help="GRPO steps to time (3)")
+    parser.add_argument("--grpo-steps", type=int, default=DEFAULT_GRPO_STEPS,
+                        help=f"GRPO steps: the first is checkpointed, the rest resumed "
+                        f"({DEFAULT_GRPO_STEPS})")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="auto: the GPU's own (bf16 on Ampere+); fp16: the T4's path "
+                        "(fp16 load, fp16=True, GradScaler, scaler.pt) on any GPU")
+    parser.add_argument("--flashinfer", action="store_true",
+                        help="build FlashInfer off a T4 too (1-3 min more, cold)")
+    parser.add_argument("--phase", choices=list(PHASES),
+                        help="run this phase only (train clears --work; later ones need the "
+                        "phases before them to have passed there)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the phases, their commands and budgets; run nothing")
     parser.add_argument("--work", type=Path, default=OUT_DIR / "work",
                         help="scratch folder: adapter, merged model, phase results")
     parser.add_argument("--phase-timeout", type=int, default=1800, help="seconds per process")
@@ -602,7 +794,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-readme", action="store_true", help="do not fill README's T4 slot")
     parser.add_argument("--fill-readme", type=Path, default=None, metavar="JSON",
                         help="only fill README's T4 slot from a saved T4 report, then exit")
-    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -614,32 +806,48 @@ def cuda_available() -> bool:
 
 
 def main(argv: Sequence[str] | None = None, has_cuda: Callable[[], bool] = cuda_available) -> int:
-    """Refuse without a GPU; else run every phase, print the table, write the report."""
+    """Refuse without a GPU; else run the phases asked for, print the table and each phase
+    against its budget, and write the report of every phase run so far."""
     args = build_parser().parse_args(argv)
     if args.fill_readme is not None:
         fill_readme(json.loads(args.fill_readme.read_text()))
         print(f"README's T4 slot filled from {args.fill_readme}.")
         return 0
+    if args.dry_run:
+        print(render_plan(args))
+        return 0
     if not has_cuda():
         print(REFUSAL)
         return 1
-    if args.phase is not None:
+    if args.child:
         return run_phase_here(args)
-    clear_work(Path(args.work))
-    start = time.perf_counter()
-    results = run_all(args)
-    wall = time.perf_counter() - start
+    work = Path(args.work)
+    phases = [args.phase] if args.phase else list(PHASES)
+    if phases[0] == "train":
+        clear_work(work)
+    gpu = gpu_facts()
+    capability = tuple(int(x) for x in gpu["compute_capability"].split("."))
+    args.child_env = child_environment(capability, args.flashinfer)
+    results, seconds = run_all(args, phases=phases)
     settings = {"profile": args.profile, "model": check_profile(args.profile, args.model,
                                                                 args.grpo_steps).model_name,
-                "grpo_steps": args.grpo_steps, "command": " ".join(sys.argv)}
-    gpu = gpu_facts()
-    report = build_report(results, gpu, settings, versions(), datetime.now(timezone.utc), wall)
+                "grpo_steps": args.grpo_steps, "precision": args.precision,
+                "flashinfer": not flashinfer_off(capability, args.flashinfer),
+                "command": " ".join(sys.argv)}
+    report = build_report(results, gpu, settings, versions(), datetime.now(UTC),
+                          sum(seconds.values()))
+    report["phase_seconds"] = seconds
+    report["phase_budget_seconds"] = {p: PHASE_BUDGET_S[p] for p in seconds}
     path = write_report(report, args.out or report_path(gpu["name"]))
     print(render_table(results))
+    ran = [p for p in PHASES if p in seconds]
+    budget = sum(PHASE_BUDGET_S[p] for p in ran)
     verdict = "PASSED" if report["passed"] else "FAILED"
-    print(f"\ngpu-check {verdict} on {gpu['name']} in {wall / 60:.1f} min; "
-          f"report: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
-    if is_t4(report) and not args.no_readme:
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"\ngpu-check {verdict} on {gpu['name']} (phases run: {', '.join(ran) or 'none'}) in "
+          f"{minutes(sum(seconds.values()))}, against a budget of {minutes(budget)}; "
+          f"report: {shown}")
+    if is_t4(report) and not args.no_readme and len(ran) == len(PHASES):
         fill_readme(report)
         print("README's T4 slot filled from the report.")
     return 0 if report["passed"] else 1

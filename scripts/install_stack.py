@@ -36,15 +36,18 @@ import threading
 import time
 import venv
 from collections import deque
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+if __package__:  # imported as scripts.install_stack (python -m, the tests)
+    from scripts.lock_stack import KEPT_ON_COLAB, LIGHT, PYTHONS, Lock, gpu_class, read_lock
+else:  # run by its path (the Colab bootstrap, make): Python put scripts/ first on sys.path
+    from lock_stack import KEPT_ON_COLAB, LIGHT, PYTHONS, Lock, gpu_class, read_lock
+
+from helpers.hardware import Hardware  # needs no torch; lock_stack put the course on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # a stray `scripts` package may be installed
-
-from lock_stack import KEPT_ON_COLAB, LIGHT, PYTHONS, Lock, gpu_class, read_lock  # noqa: E402
-
-from helpers.hardware import Hardware  # noqa: E402  (needs no torch)
 
 # On Linux the "+cpu" build tag makes a CUDA wheel impossible: PyPI has none, so pip either finds
 # this CPU wheel (a local wheel folder, as in CI) or fails fast, and we retry on PyTorch's CPU
@@ -131,10 +134,13 @@ class ConflictFilter:
         return lines
 
 
-def stream(cmd: list[str], tool: str = "pip") -> subprocess.CompletedProcess:
-    """Run cmd, printing its output live (and a heartbeat in long silences); keep the tail."""
+def stream(cmd: list[str], tool: str = "pip",
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run cmd (in `env`, default ours), printing its output live (and a heartbeat in long
+    silences); keep the tail."""
     tail: deque[str] = deque(maxlen=40)
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=env)
     last = [time.monotonic()]
     done = threading.Event()
     conflicts = ConflictFilter()
@@ -235,14 +241,31 @@ def fetch_uv(python: str, folder: Path) -> str | None:
     return str(binary) if result.returncode == 0 and binary.is_file() else None
 
 
+def uv_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The environment uv runs in: ours without the UV_* settings a runtime left behind; and
+    the names of those dropped. Colab has persisted a UV_CONSTRAINT to a file that is gone, an
+    empty UV_PRERELEASE and UV_SYSTEM_PYTHON (googlecolab/colabtools#5237, astral-sh/uv#12724):
+    each fails uv (file not found, a CLI error, an unsatisfiable resolve), and pip, twice as
+    slow, installs instead."""
+    dropped = sorted(name for name in environ if name.startswith("UV_"))
+    return {k: v for k, v in environ.items() if not k.startswith("UV_")}, dropped
+
+
 def try_uv(uv: str, python: str, *args: str, quiet: bool) -> subprocess.CompletedProcess:
     """`uv pip install` into `python`'s environment: one resolve of exact pins, from PyPI like pip;
-    no cache is kept (Colab's disk)."""
-    cmd = [uv, "pip", "install", "--python", python, "--no-cache", *args]
+    no cache is kept (Colab's disk). Only the lock decides: no inherited UV_* setting, no uv.toml
+    (--no-config), and a system Python is installed into as pip would (--break-system-packages:
+    uv, unlike pip, ignores PIP_BREAK_SYSTEM_PACKAGES, astral-sh/uv#2988)."""
+    env, dropped = uv_environment(os.environ)
+    if dropped:
+        print(f"Running uv without this runtime's {', '.join(dropped)}: the lock alone decides "
+              "what is installed.", flush=True)
+    cmd = [uv, "pip", "install", "--no-config", "--python", python, "--break-system-packages",
+           "--no-cache", *args]
     print(f"[{elapsed()}] $ uv pip install", " ".join(args), flush=True)
     if quiet:
-        return subprocess.run(cmd, capture_output=True, text=True)
-    return stream(cmd, tool="uv")
+        return subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return stream(cmd, tool="uv", env=env)
 
 
 SEEN_VERSIONS = """

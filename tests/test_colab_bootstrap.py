@@ -24,6 +24,13 @@ from sync_notebooks import bootstrap_cell  # noqa: E402
 GPU_NOTEBOOK, LIGHT_NOTEBOOK = "05_grpo_training.ipynb", "02_gsm8k_formatting.ipynb"
 
 
+@pytest.fixture(autouse=True)
+def no_pending_restart(monkeypatch):
+    """A stop for a restart marks this process (RESTART_PENDING): undone after each test."""
+    monkeypatch.setenv(colab_bootstrap.RESTART_PENDING, "")  # recorded, so it is unset after
+    monkeypatch.delenv(colab_bootstrap.RESTART_PENDING)
+
+
 def write_distribution(site: Path, name: str, version: str, package: str) -> None:
     """An installed distribution `name`==`version` holding the module `package` (a/b: a
     namespace package a, module b), as pip leaves one: dist-info with METADATA and RECORD."""
@@ -312,12 +319,16 @@ SESSION = textwrap.dedent("""\
     colab.__spec__ = importlib.machinery.ModuleSpec("google.colab", None)
     sys.modules["google.colab"] = colab
     import colabfake_dep  # imported by the kernel before any cell, as Colab's imports pyzmq
-    try:
-        exec(compile(open(sys.argv[1]).read(), "bootstrap-cell", "exec"), {})
-    except SystemExit as stop:
-        print(f"CELL STOPPED: {stop.code}")
-        sys.exit(3)
-    print(f"CELL DONE with colabfake_dep {colabfake_dep.__version__}")
+    stopped = False
+    for _ in range(int(sys.argv[2])):  # the cell, run this many times in this one kernel
+        try:
+            exec(compile(open(sys.argv[1]).read(), "bootstrap-cell", "exec"), {})
+        except SystemExit as stop:
+            print(f"CELL STOPPED: {stop.code}")
+            stopped = True
+            continue
+        print(f"CELL DONE with colabfake_dep {colabfake_dep.__version__}")
+    sys.exit(3 if stopped else 0)
 """)
 
 BUMPING_INSTALL = textwrap.dedent("""\
@@ -335,10 +346,9 @@ BUMPING_INSTALL = textwrap.dedent("""\
 """)
 
 
-def test_a_colab_kernel_stops_at_the_first_cell_then_runs_all_after_one_restart(tmp_path):
-    """Session 1 imports colabfake-dep 1.0 before the cell, and the install moves it to 2.0: the
-    cell stops with the restart sentence. Session 2, the restarted kernel, runs the same cell:
-    the stamp skips the install and the cell goes through, so "Run all" carries on."""
+def kernel_sessions(tmp_path: Path):
+    """A fake clone whose install moves colabfake-dep 1.0 (imported by every kernel before the
+    cell) to 2.0, once; returns `session(runs)`: a fresh kernel running the cell `runs` times."""
     site, bin_dir, clone = tmp_path / "site", tmp_path / "bin", tmp_path / "content" / "grpo-course"
     write_distribution(site, "colabfake-dep", "1.0", "colabfake_dep")
     bin_dir.mkdir()
@@ -352,11 +362,20 @@ def test_a_colab_kernel_stops_at_the_first_cell_then_runs_all_after_one_restart(
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(site), "FAKE_SITE": str(site),
            "STUB_INSTALL": str(tmp_path / "stub_install.py")}
+    env.pop(colab_bootstrap.RESTART_PENDING, None)
 
-    def session() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", SESSION, str(cell)], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
+    def session(runs: int = 1) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", SESSION, str(cell), str(runs)], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
+    return session
+
+
+def test_a_colab_kernel_stops_at_the_first_cell_then_runs_all_after_one_restart(tmp_path):
+    """Session 1 imports colabfake-dep 1.0 before the cell, and the install moves it to 2.0: the
+    cell stops with the restart sentence. Session 2, the restarted kernel, runs the same cell:
+    the stamp skips the install and the cell goes through, so "Run all" carries on."""
+    session = kernel_sessions(tmp_path)
     first = session()
     assert first.returncode == 3, first.stderr
     assert "pip install (stub)" in first.stdout
@@ -368,3 +387,20 @@ def test_a_colab_kernel_stops_at_the_first_cell_then_runs_all_after_one_restart(
     assert "pip install (stub)" not in second.stdout
     assert "already in this runtime" in second.stdout
     assert "CELL DONE with colabfake_dep 2.0" in second.stdout
+
+
+def test_rerunning_the_first_cell_instead_of_restarting_stops_again(tmp_path):
+    """The learner reruns the cell rather than restarting: the kernel still holds colabfake-dep
+    1.0, so the cell stops again with the same sentence, and installs nothing. Before, the stamp
+    made the rerun print "already in this runtime" and Run all went on in the stale session."""
+    session = kernel_sessions(tmp_path)
+    same_kernel = session(runs=2)
+    assert same_kernel.returncode == 3, same_kernel.stderr
+    assert same_kernel.stdout.count("pip install (stub)") == 1
+    first, again = same_kernel.stdout.split("CELL STOPPED: ")[1:]
+    assert again.strip() == first.strip()
+    assert again.startswith("Runtime → Restart session, then run all again.")
+    assert "CELL DONE" not in same_kernel.stdout and "already in this runtime" not in again
+    restarted = session()
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    assert "CELL DONE with colabfake_dep 2.0" in restarted.stdout

@@ -197,6 +197,28 @@ def test_a_t4_loads_the_merged_model_in_fp16():
     assert merged_dtype(CPU_ONLY) == "auto"
 
 
+def test_the_evaluate_script_loads_a_merged_model_and_its_base_in_fp16_on_a_t4(monkeypatch):
+    """`python -m scripts.evaluate --merged DIR` on a T4: both models in float16, as
+    transformers_generate loads them (a bf16 merge cannot run there); elsewhere as saved.
+    Before, both were loaded with dtype="auto"."""
+    from types import SimpleNamespace
+
+    import transformers
+
+    from scripts import evaluate as ev
+
+    loaded = []
+    model = SimpleNamespace(eval=lambda: model)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda path: "tokenizer")
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda path, **kwargs: loaded.append(kwargs) or model)
+    ev.load_merged(PROFILES["t4"], Path("merged"), TESLA_T4)
+    assert loaded == [{"dtype": "float16", "device_map": "auto"}] * 2
+    loaded.clear()
+    ev.load_merged(PROFILES["t4"], Path("merged"), A100_40GB)
+    assert loaded == [{"dtype": "auto", "device_map": "auto"}] * 2
+
+
 def test_hub_token_comes_from_the_environment(monkeypatch):
     for name in HUB_TOKEN_NAMES:
         monkeypatch.delenv(name, raising=False)

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -245,6 +246,91 @@ def test_a_run_folder_of_another_model_is_refused_by_training_06_and_07(tmp_path
     assert (f"was trained on {PROFILES['t4'].model_name}, not on the smoke profile's "
             "models/smoke") in sentence
     assert "set PROFILE to the profile that run used" in sentence
+
+
+def gpu_trainer(folder: Path, precision: str) -> SimpleNamespace:
+    """What train_or_resume reads of a trainer on a GPU, in `precision`. Its GRPOConfig says fp16
+    or bf16; accelerate 1.16 makes a GradScaler for fp16 off the CPU only
+    (accelerator.py:534-555), and transformers 4.56.2's resume loads scaler.pt into it whenever
+    the file is there, with no None check (trainer.py:3619-3645), which `train` does here too."""
+    from helpers.resume import RESUME_KEYS
+
+    scaler = SimpleNamespace(load_state_dict=lambda state: None) if precision == "fp16" else None
+    args = SimpleNamespace(output_dir=str(folder), max_steps=8, save_steps=2, world_size=1,
+                           device=SimpleNamespace(type="cuda"), fp16=precision == "fp16",
+                           bf16=precision == "bf16", **dict.fromkeys(RESUME_KEYS, 1))
+    trainer = SimpleNamespace(args=args, model=SimpleNamespace(config=SimpleNamespace(
+        _name_or_path="smoke-model")), resumed=[], accelerator=SimpleNamespace(
+        is_main_process=True, wait_for_everyone=lambda: None, scaler=scaler))
+
+    def train(resume_from_checkpoint: str | None = None) -> str:
+        if resume_from_checkpoint and (Path(resume_from_checkpoint) / "scaler.pt").is_file():
+            trainer.accelerator.scaler.load_state_dict({})  # AttributeError on None
+        trainer.resumed.append(resume_from_checkpoint)
+        return "trained"
+
+    trainer.train = train
+    return trainer
+
+
+def precision_run(root: Path, precision: str) -> Path:
+    """checkpoint-2 and -4 of a run trained in `precision` (fp16 ones hold scaler.pt)."""
+    import torch
+
+    from helpers.resume import run_fingerprint
+
+    folder = run_with_checkpoints(root, 2, 4) / "checkpoints"
+    if precision == "fp16":
+        for step in (2, 4):
+            torch.save({"scale": 65536.0}, folder / f"checkpoint-{step}" / "scaler.pt")
+    write_json_atomic(folder / "run_fingerprint.json",
+                      run_fingerprint(gpu_trainer(folder, precision)))
+    return folder
+
+
+@pytest.mark.parametrize(("was", "now"), [("bf16", "fp16"), ("fp16", "bf16")],
+                         ids=["bf16 run resumed on a T4", "T4 run resumed in bf16"])
+def test_a_resume_across_precisions_is_refused_in_one_sentence_and_deletes_nothing(
+        tmp_path, was, now):
+    """The same RUN_FOLDER first on an L4/A100 runtime, then on a T4 (or the other way). Before,
+    a T4 deleted every bf16 checkpoint as "a save that did not finish" (no scaler.pt), and bf16
+    resumed an fp16 checkpoint into an AttributeError inside train()."""
+    from helpers.resume import train_or_resume
+
+    folder = precision_run(tmp_path, was)
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    trainer = gpu_trainer(folder, now)
+    with pytest.raises(TrainingConfigError) as caught:
+        train_or_resume(trainer)
+    sentence = one_sentence(str(caught.value), folder)
+    assert f"were trained in {was} and this machine trains in {now}" in sentence
+    assert "nothing was deleted" in sentence and "set RUN_FOLDER" in sentence
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+    assert trainer.resumed == []
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_the_same_precision_resumes_from_the_newest_checkpoint(tmp_path, precision):
+    from helpers.resume import train_or_resume
+
+    folder = precision_run(tmp_path, precision)
+    trainer = gpu_trainer(folder, precision)
+    assert train_or_resume(trainer) == "trained"
+    assert trainer.resumed == [str(folder / "checkpoint-4")]
+    saved = json.loads((folder / "run_fingerprint.json").read_text())
+    assert saved["precision"] == precision
+
+
+def test_a_fingerprint_from_before_the_precision_was_recorded_still_resumes(tmp_path):
+    from helpers.resume import train_or_resume
+
+    folder = precision_run(tmp_path, "fp16")
+    old = json.loads((folder / "run_fingerprint.json").read_text())
+    del old["precision"]
+    write_json_atomic(folder / "run_fingerprint.json", old)
+    trainer = gpu_trainer(folder, "fp16")
+    assert train_or_resume(trainer) == "trained"
+    assert trainer.resumed == [str(folder / "checkpoint-4")]
 
 
 def test_an_empty_checkpoints_folder_starts_over_and_says_what_is_replaced(tmp_path):

@@ -1,5 +1,6 @@
-"""scripts/gpu_check.py's non-GPU logic on CPU: the refusal, the step runner, the phases' plan,
-the table, the JSON report and README's T4 slot. The GPU steps themselves run only on a GPU."""
+"""scripts/gpu_check.py's non-GPU logic on CPU: the refusal, the step runner, the phases' plan
+and budgets (--dry-run), a phase run as its own command, the fp16 path's arguments, the table,
+the JSON report and README's T4 slot. The GPU steps themselves run only on a GPU."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_refuses_in_one_line_without_a_gpu(capsys):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: it would run")
 def test_the_script_refuses_on_this_cpu_machine():
-    done = subprocess.run([sys.executable, "scripts/gpu_check.py"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "scripts.gpu_check"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stdout.strip() == g.REFUSAL
@@ -88,31 +89,143 @@ def fake_child(failing: str | None = None):
     return child, calls
 
 
-def test_all_phases_run_in_order_when_everything_passes():
+def fake_clock(step: float = 60.0):
+    ticks = count(step=step)
+    return lambda: float(next(ticks))
+
+
+def test_all_phases_run_in_order_when_everything_passes(tmp_path: Path, capsys):
     child, calls = fake_child()
-    results = g.run_all(argparse.Namespace(), child)
+    results, seconds = g.run_all(argparse.Namespace(work=tmp_path), child, clock=fake_clock())
     assert calls == ["train", "resume", "reload", "merge", "plain"]
     assert [r.name for r in results] == [n for names in g.PHASES.values() for n in names]
+    assert seconds == dict.fromkeys(g.PHASES, 60.0)
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == "phase train: 1.0 min of its 3.5 min budget"
+    assert said[-1] == "phase plain: 1.0 min of its 0.5 min budget OVER BUDGET"
 
 
-def test_a_failed_save_skips_every_later_process():
+def test_a_failed_save_skips_every_later_process(tmp_path: Path):
     child, calls = fake_child(failing="save_adapter")
-    results = {r.name: r for r in g.run_all(argparse.Namespace(), child)}
+    found, _ = g.run_all(argparse.Namespace(work=tmp_path), child, clock=fake_clock())
+    results = {r.name: r for r in found}
     assert calls == ["train", "resume"]
     assert results["reload_adapter"].status == "skip"
     assert results["plain_transformers"].detail == "needs merge_16bit"
 
 
-def test_a_failed_merge_skips_only_plain_transformers():
+def test_a_failed_merge_skips_only_plain_transformers(tmp_path: Path):
     child, calls = fake_child(failing="merge_16bit")
-    g.run_all(argparse.Namespace(), child)
+    g.run_all(argparse.Namespace(work=tmp_path), child, clock=fake_clock())
     assert calls == ["train", "resume", "reload", "merge"]
+
+
+def saving_child(work: Path, failing: str | None = None):
+    """A fake child that, like the real one, leaves its results in --work."""
+    child, calls = fake_child(failing)
+
+    def run(phase: str, args: argparse.Namespace) -> list[g.StepResult]:
+        results = child(phase, args)
+        g.results_path(work, phase).write_text(json.dumps([vars(r) for r in results]))
+        return results
+
+    return run, calls
+
+
+def test_each_phase_runs_as_its_own_command_on_what_the_earlier_ones_left(tmp_path: Path):
+    """`--phase train`, then `--phase resume`, ...: each command runs one process and finds the
+    earlier phases' results (and seconds) in --work; the last one reports every phase."""
+    args = argparse.Namespace(work=tmp_path)
+    child, calls = saving_child(tmp_path)
+    for phase in g.PHASES:
+        results, seconds = g.run_all(args, child, phases=[phase], clock=fake_clock(30.0))
+    assert calls == list(g.PHASES)
+    assert [r.name for r in results] == [n for names in g.PHASES.values() for n in names]
+    assert seconds == dict.fromkeys(g.PHASES, 30.0)
+    child, calls = saving_child(tmp_path)
+    results, seconds = g.run_all(args, child, phases=["resume"], clock=fake_clock(30.0))
+    assert calls == ["resume"] and list(seconds) == ["train", "resume"]  # later ones dropped
+    assert [r.name for r in results] == [*g.PHASES["train"], *g.PHASES["resume"]]
+
+
+def test_a_phase_alone_whose_earlier_phase_never_ran_is_skipped(tmp_path: Path):
+    child, calls = saving_child(tmp_path)
+    results, seconds = g.run_all(argparse.Namespace(work=tmp_path), child, phases=["resume"])
+    assert calls == [] and seconds == {}
+    assert {r.detail for r in results} == {"needs grpo_until_checkpoint"}
+
+
+def test_the_dry_run_lists_the_fp16_path_and_a_budget_per_phase(capsys):
+    """No GPU needed: the plan a run would follow, each phase's own command and budget."""
+    assert g.main(["--dry-run", "--precision", "fp16"], has_cuda=lambda: False) == 0
+    out = capsys.readouterr().out
+    assert "dtype=torch.float16" in out and "GRPOConfig(fp16=True, bf16=False)" in out
+    assert "scaler.pt" in out and "UNSLOTH_VLLM_NO_FLASHINFER=1" in out
+    for phase, steps in g.PHASES.items():
+        row = next(line for line in out.splitlines() if line.startswith(f"| {phase} |"))
+        assert f"`python -m scripts.gpu_check --phase {phase} --precision fp16`" in row
+        assert ", ".join(steps) in row
+        assert row.endswith(f"| {g.PHASE_BUDGET_S[phase] / 60:.1f} min |")
+    total = sum(g.PHASE_BUDGET_S.values())
+    assert total <= 600  # within 10 minutes, cold, on a data-centre GPU
+    assert f"| {total / 60:.1f} min |" in out.splitlines()[-3]
+    g.main(["--dry-run"], has_cuda=lambda: False)
+    assert "auto: the GPU's own (bf16 on compute capability 8.0+" in capsys.readouterr().out
+
+
+def test_flashinfer_is_built_on_a_t4_only_unless_asked():
+    assert g.child_environment((7, 5), False, {}) == {}  # a T4: the path under test
+    assert g.child_environment((9, 0), False, {}) == {g.NO_FLASHINFER: "1"}
+    assert g.child_environment((9, 0), True, {}) == {}
+    assert g.child_environment((9, 0), False, {g.NO_FLASHINFER: "0"}) == {g.NO_FLASHINFER: "0"}
+
+
+def test_the_fp16_path_loads_in_float16_and_trains_with_fp16(tmp_path: Path, monkeypatch):
+    """--precision fp16 on any GPU: from_pretrained(dtype=torch.float16) in every process that
+    loads, and GRPOConfig(fp16=True, bf16=False), which the course's checks accept on an A100."""
+    import types
+
+    from helpers.hardware import A100_40GB
+
+    loaded = []
+    fake = types.SimpleNamespace(from_pretrained=lambda **kwargs: (
+        loaded.append(kwargs) or (types.SimpleNamespace(dtype=kwargs.get("dtype")), None)))
+    monkeypatch.setitem(sys.modules, "unsloth", types.SimpleNamespace(FastLanguageModel=fake))
+    import helpers.loading
+
+    monkeypatch.setattr(helpers.loading, "load_trained",
+                        lambda *a, **kwargs: loaded.append(kwargs) or (None, None))
+    args = argparse.Namespace(work=tmp_path, profile="t4", model=None, grpo_steps=2,
+                              precision="fp16")
+    steps = g.PhaseSteps(args, gpu=False)
+    steps.load_4bit_vllm(), steps.reload_adapter(), steps.load_16bit_merge()
+    assert [kwargs["dtype"] for kwargs in loaded] == [torch.float16] * 3
+    assert loaded[0]["fast_inference"] and loaded[2]["fast_inference"] is False
+    settings = grpo_settings(g.check_profile("t4", None, 2), A100_40GB, "out",
+                             **g.grpo_overrides(2, "fp16"))
+    validate(g.check_profile("t4", None, 2), A100_40GB, settings)
+    assert settings["fp16"] and not settings["bf16"]
+    auto = g.PhaseSteps(argparse.Namespace(**{**vars(args), "precision": "auto"}), gpu=False)
+    assert auto.dtype() is None and "fp16" not in g.grpo_overrides(2)
+
+
+def test_a_child_is_run_as_a_module_with_the_runs_settings(tmp_path: Path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(g.subprocess, "run", lambda command, **kw: ran.append((command, kw))
+                        or subprocess.CompletedProcess(command, 1))
+    args = argparse.Namespace(work=tmp_path, profile="t4", grpo_steps=2, model=None,
+                              precision="fp16", phase_timeout=60, child_env={"X": "1"})
+    g.run_child("train", args)
+    ((command, kw),) = ran
+    assert command[1:4] == ["-m", "scripts.gpu_check", "--child"]
+    assert command[command.index("--precision") + 1] == "fp16"
+    assert kw["cwd"] == ROOT and kw["env"] == {"X": "1"}
 
 
 def test_a_child_that_dies_without_results_fails_its_first_step(tmp_path: Path):
     # On this CPU machine the child process refuses (no GPU) and writes no results file.
     args = argparse.Namespace(work=tmp_path, profile="t4", grpo_steps=1, model=None,
-                              phase_timeout=120)
+                              precision="auto", phase_timeout=120)
     results = g.run_child("plain", args)
     assert [(r.name, r.status) for r in results] == [("plain_transformers", "fail")]
     assert results[0].detail == "the plain process exited with status 1"
@@ -128,8 +241,9 @@ def test_clearing_the_scratch_folder_removes_only_what_the_check_writes(tmp_path
 
 @pytest.mark.parametrize("phase", sorted(g.PHASES))
 def test_each_process_runs_the_steps_the_plan_names(phase: str, tmp_path: Path):
-    args = argparse.Namespace(work=tmp_path, profile="t4", model=None, grpo_steps=3)
-    steps = g.phase_steps(phase, args)  # builds closures only: nothing GPU-side is imported
+    args = argparse.Namespace(work=tmp_path, profile="t4", model=None, grpo_steps=2,
+                              precision="fp16")
+    steps = g.PhaseSteps(args).steps(phase)  # binds methods only: nothing GPU-side is imported
     assert tuple(s.name for s in steps) == g.PHASES[phase]
     inside = {n for s in steps for n in s.needs}
     assert inside <= set(g.PHASES[phase]), "a step may only need steps of its own process"
@@ -248,9 +362,10 @@ def test_the_report_records_the_python_it_ran_on():
     assert f"python {platform.python_version()}" in g.render_slot(report)
 
 
-def test_a_failed_stop_at_the_first_checkpoint_skips_the_resume():
+def test_a_failed_stop_at_the_first_checkpoint_skips_the_resume(tmp_path: Path):
     child, calls = fake_child(failing="grpo_until_checkpoint")
-    results = {r.name: r for r in g.run_all(argparse.Namespace(), child)}
+    found, _ = g.run_all(argparse.Namespace(work=tmp_path), child, clock=fake_clock())
+    results = {r.name: r for r in found}
     assert calls == ["train"]
     assert results["resume_grpo"].detail == "needs grpo_until_checkpoint"
 
@@ -258,14 +373,15 @@ def test_a_failed_stop_at_the_first_checkpoint_skips_the_resume():
 def test_notebook_05s_run_stops_after_its_first_checkpoint_and_resumes_on_a_cpu(tmp_path: Path):
     """The train and resume phases with the GPU checks stood in: the smoke profile on this CPU,
     through helpers.grpo_run with the standard callbacks, in one process each as on a GPU."""
-    args = argparse.Namespace(work=tmp_path, profile="smoke", model=None, grpo_steps=3)
+    args = argparse.Namespace(work=tmp_path, profile="smoke", model=None, grpo_steps=2,
+                              precision="auto")
     code = (
         "import argparse, json, sys, unsloth\n"
         "from pathlib import Path\n"
         "from scripts import gpu_check as g\n"
         "args = argparse.Namespace(**json.loads(sys.argv[2]))\n"
         "args.work = Path(args.work)\n"
-        "results = g.run_steps(g.phase_steps(sys.argv[1], args, gpu=False))\n"
+        "results = g.run_steps(g.PhaseSteps(args, gpu=False).steps(sys.argv[1]))\n"
         "print(json.dumps([[r.name, r.status, r.detail] for r in results]))\n"
     )
     given = json.dumps({**vars(args), "work": str(tmp_path)})
@@ -282,4 +398,11 @@ def test_notebook_05s_run_stops_after_its_first_checkpoint_and_resumes_on_a_cpu(
     assert all(status == "pass" for status, _ in found["train"].values()), found["train"]
     assert "stopped_at_step=1" in found["train"]["grpo_until_checkpoint"][1]
     assert all(status == "pass" for status, _ in found["resume"].values()), found["resume"]
-    assert "heldout_steps=0,1,2,3" in found["resume"]["resume_grpo"][1]
+    assert "heldout_steps=0,1,2" in found["resume"]["resume_grpo"][1]
+
+
+def test_docs_ci_states_the_budgets_the_script_uses():
+    text = " ".join((ROOT / "docs" / "ci.md").read_text().split())
+    first, *rest = [f"{phase} {seconds / 60:.1f}" for phase, seconds in g.PHASE_BUDGET_S.items()]
+    total = sum(g.PHASE_BUDGET_S.values()) / 60
+    assert f"{first} min, {', '.join(rest)}, **{total:.1f} min** in all" in text

@@ -131,7 +131,7 @@ def _train_script_overrides() -> set[str]:
 def _gpu_check_overrides() -> set[str]:
     from scripts import gpu_check
 
-    return set(gpu_check.grpo_overrides(3))
+    return {k for precision in gpu_check.PRECISIONS for k in gpu_check.grpo_overrides(3, precision)}
 
 
 def _make_grpo_config_overrides() -> set[str]:

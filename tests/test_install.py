@@ -1,7 +1,7 @@
 """The installer: one source of versions, a CPU install that can never pull CUDA torch, and a GPU
 install that is one resolve of the lock."""
 
-import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -12,13 +12,11 @@ import pytest
 
 from helpers.hardware import A100_40GB, TESLA_T4
 from helpers.stack import check_pins, pin_report, read_pins
+from scripts import install_stack
 from scripts.lock_stack import LIGHT, PYTHONS, Lock, gpu_class, read_colab_record, read_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "install_stack.py"
-spec = importlib.util.spec_from_file_location("install_stack", SCRIPT)
-install_stack = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(install_stack)
 
 FRAGILE = ["unsloth", "unsloth_zoo", "transformers", "trl", "peft", "datasets", "bitsandbytes",
            "accelerate", "matplotlib", "math-verify"]
@@ -178,13 +176,53 @@ def test_uv_is_fetched_into_a_folder_by_pip_not_into_the_runtime(monkeypatch, tm
     assert install_stack.fetch_uv("python", tmp_path / "other") is None
 
 
+def fake_uv(folder: Path) -> Path:
+    """A uv that prints its arguments, then every UV_* variable it was given (name=value)."""
+    uv = folder / "uv"
+    uv.write_text('#!/bin/sh\necho "$@"\nenv | grep "^UV_" | sort\n')
+    uv.chmod(0o755)
+    return uv
+
+
 def test_uv_installs_into_the_given_python_without_a_cache_and_with_its_resolver(tmp_path):
-    fake_uv = tmp_path / "uv"
-    fake_uv.write_text("#!/bin/sh\necho \"$@\"\n")
-    fake_uv.chmod(0o755)
-    done = install_stack.try_uv(str(fake_uv), "/colab/python", "-r", "t4.txt", quiet=True)
-    assert done.stdout.split() == ["pip", "install", "--python", "/colab/python", "--no-cache",
-                                   "-r", "t4.txt"]  # no --no-deps: uv checks the lock, as pip
+    done = install_stack.try_uv(str(fake_uv(tmp_path)), "/colab/python", "-r", "t4.txt",
+                                quiet=True)
+    assert done.stdout.split() == [
+        "pip", "install", "--no-config", "--python", "/colab/python", "--break-system-packages",
+        "--no-cache", "-r", "t4.txt"]  # no --no-deps: uv checks the lock, as pip does
+
+
+@pytest.mark.parametrize("quiet", [True, False], ids=["captured", "streamed"])
+def test_colabs_stale_uv_settings_never_reach_uv(tmp_path, monkeypatch, capsys, quiet):
+    """Colab has persisted UV_CONSTRAINT (and UV_BUILD_CONSTRAINT) pointing at a file that is
+    gone, an empty UV_PRERELEASE and UV_SYSTEM_PYTHON (googlecolab/colabtools#5237,
+    astral-sh/uv#12724): uv 0.13.9 then fails with "File not found" or a CLI error, and pip
+    installs instead, twice as slow. Before, the child inherited all of them."""
+    stale = {"UV_CONSTRAINT": "/backend-container/containers/requirements.constraints",
+             "UV_BUILD_CONSTRAINT": "/backend-container/containers/build.constraints",
+             "UV_PRERELEASE": "", "UV_SYSTEM_PYTHON": "true"}
+    for name, value in stale.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")  # not uv's: left as it is
+    done = install_stack.try_uv(str(fake_uv(tmp_path)), "/colab/python", "-r", "t4.txt",
+                                quiet=quiet)
+    out = done.stdout if quiet else capsys.readouterr().out
+    assert done.returncode == 0
+    assert not [line for line in out.splitlines() if line.startswith("UV_")], out
+    assert "--no-config" in out.split()
+    said = capsys.readouterr().out if quiet else out
+    assert ("Running uv without this runtime's UV_BUILD_CONSTRAINT, UV_CONSTRAINT, "
+            "UV_PRERELEASE, UV_SYSTEM_PYTHON: the lock alone decides") in said
+    assert os.environ["UV_CONSTRAINT"] == stale["UV_CONSTRAINT"]  # this process keeps its own
+
+
+def test_the_installer_still_runs_by_its_path_before_any_venv(tmp_path):
+    """The Colab bootstrap and make run `python3 scripts/install_stack.py` from anywhere."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(SCRIPT), "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "{venv,colab,gpu}" in done.stdout, done.stderr
 
 
 def test_held_pins_keep_a_version_only_inside_its_range():

@@ -43,7 +43,23 @@ def test_smoke_model_name_is_a_built_local_folder(all_kwargs):
     assert not all_kwargs["smoke"][0]["fast_inference"]
 
 
-def test_vllm_first_start_is_announced_on_a_cuda_t4_only(capsys):
+GIB = 1024**3
+T4_TOTAL = int(14.74 * GIB)  # what a Colab T4 reports (helpers.hardware.TESLA_T4)
+
+
+@pytest.fixture
+def t4_memory(monkeypatch):
+    """torch.cuda.mem_get_info stood in: the (free, total) bytes a T4 reports, set by the test.
+    A fresh process holds its CUDA context; after a fast_inference load on the t4 profile, vLLM
+    keeps 0.5 x free of the memory (unsloth_zoo vllm_utils.py:2585-2587) and the model more."""
+    import torch
+
+    memory = {"free": T4_TOTAL - int(0.4 * GIB)}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (memory["free"], T4_TOTAL))
+    return memory
+
+
+def test_vllm_first_start_is_announced_on_a_cuda_t4_only(capsys, t4_memory):
     """A T4 load with fast_inference says what compiles, for how long, and the fallback; the
     smoke profile, or a GPU profile on a CPU, says nothing."""
     from helpers.hardware import CPU_ONLY, TESLA_T4
@@ -71,3 +87,28 @@ def test_vllm_first_start_is_announced_on_a_cuda_t4_only(capsys):
         with vllm_start_announced(profile, hw, every=0.01):
             time.sleep(0.05)
         assert capsys.readouterr().out == ""
+
+
+def test_a_second_vllm_start_in_one_session_stops_with_one_sentence(capsys, t4_memory):
+    """Rerunning notebook 05's load cell (or Run all after an error) without a restart: the first
+    engine and model still hold about half the T4, so unsloth would size the second engine from
+    what is left. Before, nothing stopped it: the load went on squeezed, and ran out of memory
+    later with no hint."""
+    from helpers.hardware import TESLA_T4
+    from helpers.loading import vllm_start_announced
+
+    loaded = []
+    with vllm_start_announced(PROFILES["t4"], TESLA_T4):  # a fresh runtime: 14.3 GiB free
+        loaded.append("first")
+    t4_memory["free"] = int(6.9 * GIB)  # vLLM's 7.4 GiB pool and the CUDA context still held
+    capsys.readouterr()
+    with pytest.raises(RuntimeError) as caught, vllm_start_announced(PROFILES["t4"], TESLA_T4):
+        loaded.append("second")
+    assert loaded == ["first"]  # the second load never started
+    assert type(caught.value).__name__ == "GpuInUseError"
+    sentence = str(caught.value)
+    assert sentence.count(". ") == 0 and "\n" not in sentence
+    assert sentence.startswith("7.8 of this GPU's 14.7 GiB are already in use")
+    assert "vLLM in 3.4 GiB instead of the 7.4 GiB" in sentence
+    assert sentence.endswith("Runtime → Restart session (elsewhere: restart Python), then Run all.")
+    assert "vLLM's first start" not in capsys.readouterr().out  # refused before announcing

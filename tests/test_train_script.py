@@ -256,7 +256,7 @@ def test_the_run_writes_what_notebook_05_writes(two_process_run):
 def test_evaluate_script_reads_the_two_process_adapter(two_process_run, tmp_path):
     """Notebook 06's evaluation, from the command line, on the adapter the DDP run saved."""
     adapter = two_process_run["run"] / "adapter"
-    command = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--profile", "smoke",
+    command = [sys.executable, "-m", "scripts.evaluate", "--profile", "smoke",
                "--adapter", str(adapter), "--num-problems", "2", "--output-dir", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -281,7 +281,7 @@ def test_evaluate_script_on_a_merged_model(tmp_path):
 
 def test_evaluate_script_bad_flags_are_one_line():
     for argv in (["--merged", "/no/such/folder"], ["--adapter", "a", "--merged", "b"]):
-        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), *argv],
+        done = subprocess.run([sys.executable, "-m", "scripts.evaluate", *argv],
                               capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
 

@@ -38,11 +38,14 @@ GPU_ONLY_NAMES = frozenset({
     "FastLanguageModel.from_pretrained", "FastLanguageModel.get_peft_model",
     "FastLanguageModel.for_inference", "FastLanguageModel.for_training",
     "FastModel.from_pretrained", "FastModel.get_peft_model",
+    "torch.cuda.mem_get_info",  # raises without CUDA; unsloth sizes vLLM from what it says
 })
 # Methods that run unsloth's GPU code when called on its trainer (`trainer`, `kl_trainer`: its
 # patched training loop and loss) or on its model (`model`: rebound save and generate).
 GPU_ONLY_TRAINER_METHODS = frozenset({"train", "_load_from_checkpoint"})
 GPU_ONLY_MODEL_METHODS = frozenset({"save_pretrained", "generate"})
+# Methods of vLLM's engine (model.vllm_engine.llm_engine), whatever the receiver is called.
+VLLM_ENGINE_METHODS = frozenset({"abort_request", "has_unfinished_requests"})
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,17 @@ GENERATE = ("transformers/generation/utils.py::GenerationMixin.generate",
 GENERATION_CONFIG = ("transformers/generation/configuration_utils.py::GenerationConfig",)
 HF_GENERATE_KWARGS = ("max_new_tokens", "do_sample", "num_return_sequences", "pad_token_id",
                       "temperature", "top_p", "input_ids", "attention_mask")
+MEM_GET_INFO = ("torch/cuda/memory.py::mem_get_info",)
+LLM_ENGINE = "vllm/v1/engine/llm_engine.py::LLMEngine"
+OUTPUT_PROCESSOR = "vllm/v1/engine/output_processor.py::OutputProcessor"
+# What abort_unfinished reads on the way to the engine's unfinished requests.
+ENGINE_READS = (
+    "vllm_engine@unsloth/models/_utils.py::*", "llm_engine@vllm/entrypoints/llm.py::LLM",
+    f"output_processor@{LLM_ENGINE}", f"request_states@{OUTPUT_PROCESSOR}",
+    f"parent_requests@{OUTPUT_PROCESSOR}",
+)
+ABORT_WHY = ("vLLM's in-process engine: a stopped generate leaves its requests there "
+             "(vllm/entrypoints/llm.py:1595-1613), and they are aborted before the next call")
 TRAIN_WHY = ("unsloth's patched training loop and GRPO loss (unsloth_zoo's grpo_compute_loss), "
              "generating with vLLM")
 SAVE_WHY = "unsloth rebinds save_pretrained on its model (unsloth_model_save_pretrained)"
@@ -148,7 +162,8 @@ TRAINER_WHY = "unsloth's patched GRPOTrainer, generating with the model's vLLM e
 
 GPU_CALLS: list[GpuCall] = [
     GpuCall("helpers/loading.py", "load_trained", "FastLanguageModel.from_pretrained",
-            FROM_PRETRAINED, LOAD_KWARGS, why=LOAD_WHY + " (adapter folder: PEFT branch)"),
+            FROM_PRETRAINED, (*LOAD_KWARGS, "dtype"),
+            why=LOAD_WHY + " (adapter folder: PEFT branch)"),
     GpuCall("helpers/loading.py", "load_trained", "FastLanguageModel.for_inference",
             FOR_INFERENCE, (), positional=1, why="unsloth's GPU inference mode"),
     GpuCall("helpers/export.py", "merge_to_16bit", "model.save_pretrained_merged",
@@ -215,11 +230,23 @@ GPU_CALLS: list[GpuCall] = [
     GpuCall("notebooks/05_grpo_training.ipynb", NOTEBOOK_SCOPE, "GRPOTrainer", GRPO_TRAINER,
             TRAINER_KWARGS, nth=2, why=TRAINER_WHY + " (Solution 2, beta > 0)"),
     # make gpu-check runs the t4 path's calls for real on a GPU (it refuses on CPU).
-    GpuCall("scripts/gpu_check.py", "phase_steps.load_4bit_vllm",
-            "FastLanguageModel.from_pretrained", FROM_PRETRAINED, LOAD_KWARGS,
-            reads=LOAD_LORA_SET[:1], why=LOAD_WHY),
-    GpuCall("scripts/gpu_check.py", "phase_steps.lora", "FastLanguageModel.get_peft_model",
+    GpuCall("scripts/gpu_check.py", "PhaseSteps.load_4bit_vllm",
+            "FastLanguageModel.from_pretrained", FROM_PRETRAINED, (*LOAD_KWARGS, "dtype"),
+            reads=LOAD_LORA_SET[:1], why=LOAD_WHY + " (--precision fp16: dtype=torch.float16)"),
+    GpuCall("scripts/gpu_check.py", "PhaseSteps.lora", "FastLanguageModel.get_peft_model",
             GET_PEFT_MODEL, LORA_KWARGS, positional=1, why=LORA_WHY),
+    # Before each vLLM call the course makes, and in train_or_resume: a stopped cell's leftovers.
+    GpuCall("helpers/loading.py", "abort_unfinished", "engine.has_unfinished_requests",
+            (f"{LLM_ENGINE}.has_unfinished_requests",), (), bound=True, reads=ENGINE_READS,
+            why=ABORT_WHY),
+    GpuCall("helpers/loading.py", "abort_unfinished", "engine.abort_request",
+            (f"{LLM_ENGINE}.abort_request",), (), positional=1, bound=True, why=ABORT_WHY),
+    # The free-memory query unsloth sizes vLLM's pool from (unsloth_zoo vllm_utils.py:250):
+    # checked before a vLLM start, and read by gpu-check's meter. Stock torch (2.9 on the GPU).
+    GpuCall("helpers/loading.py", "gpu_memory", "torch.cuda.mem_get_info", MEM_GET_INFO, (),
+            why="CUDA only; the room check before a vLLM start (vllm_start_announced)"),
+    GpuCall("scripts/gpu_check.py", "cuda_meter.peak", "torch.cuda.mem_get_info", MEM_GET_INFO,
+            (), why="CUDA only; a step's peak memory, vLLM's pool included"),
     # Calls of stock names that run unsloth's GPU code on its trainer or model.
     GpuCall("helpers/resume.py", "train_or_resume", "trainer.train", TRAIN,
             ("resume_from_checkpoint",), bound=True, why=TRAIN_WHY),
@@ -300,7 +327,7 @@ def is_gpu_only(callee: str) -> bool:
     """True when a call to `callee` runs GPU-only code on a GPU profile."""
     receiver, _, method = callee.rpartition(".")
     receiver = receiver.rsplit(".", 1)[-1]
-    return (callee in GPU_ONLY_NAMES or method in GPU_ONLY_METHODS
+    return (callee in GPU_ONLY_NAMES or method in GPU_ONLY_METHODS or method in VLLM_ENGINE_METHODS
             or (receiver.endswith("trainer") and method in GPU_ONLY_TRAINER_METHODS)
             or (receiver == "model" and method in GPU_ONLY_MODEL_METHODS))
 
