@@ -7,7 +7,7 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: course test lint bench figures sync-notebooks execute-notebooks lock gpu-check clean site
 
 $(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py $(wildcard locks/*.txt)
-	python3 scripts/install_stack.py venv
+	python3 -m scripts.install_stack venv
 
 ## Execute every notebook in order, headless, with the profile the hardware calls for.
 course: $(STACK)

@@ -190,10 +190,10 @@ def failure_message(returncode: int) -> str:
     )
 
 
-def relay(command: list[str]) -> int:
-    """Run `command`, printing its output line by line as it comes; return its exit code."""
+def relay(command: list[str], cwd: Path) -> int:
+    """Run `command` in `cwd`, printing its output line by line as it comes; its exit code."""
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
     )
     assert process.stdout is not None
     for line in process.stdout:
@@ -202,7 +202,7 @@ def relay(command: list[str]) -> int:
 
 
 def ensure_stack(
-    course_dir: str | Path, notebook: str = "", run: Callable[[list[str]], int] = relay,
+    course_dir: str | Path, notebook: str = "", run: Callable[[list[str], Path], int] = relay,
     modules: dict | None = None,
 ) -> bool:
     """Install the notebook's stack unless the stamp says it is there; True when it installed.
@@ -224,8 +224,9 @@ def ensure_stack(
     print(f"Installing the {kind} stack ({minutes}; the installer's progress follows)...",
           flush=True)
     before = loaded_versions(modules)
-    command = [sys.executable, str(course_dir / "scripts" / "install_stack.py"), "colab"]
-    returncode = run(command + (["--light"] if kind == "light" else []))
+    # A module of the clone, run from its root, where scripts.lock_stack and helpers import.
+    command = [sys.executable, "-m", "scripts.install_stack", "colab"]
+    returncode = run(command + (["--light"] if kind == "light" else []), course_dir)
     if returncode != 0:
         raise SystemExit(failure_message(returncode))
     stamp_path(course_dir).write_text(stamp_text(course_dir, kind))

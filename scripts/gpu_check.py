@@ -67,7 +67,7 @@ DEFAULT_GRPO_STEPS = 2  # step 1 trained and checkpointed, step 2 trained after 
 REFUSAL = (
     "gpu_check needs a CUDA GPU and this machine has none: run `make gpu-check` on a Colab T4 "
     "(or any NVIDIA GPU, with --precision fp16 for the T4's path) after "
-    "`python3 scripts/install_stack.py venv`."
+    "`python3 -m scripts.install_stack venv`."
 )
 # The steps of each process, in order, and the steps a process needs to have passed before it.
 PHASES: dict[str, tuple[str, ...]] = {

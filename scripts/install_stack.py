@@ -1,9 +1,9 @@
 """Install the course's pinned stack for the hardware found.
 
-    python3 scripts/install_stack.py venv   # make: create .venv (CPU or GPU, detected) + dev tools
-    python3 scripts/install_stack.py colab  # the notebooks' bootstrap cell, on Colab
-    python3 scripts/install_stack.py colab --light  # the same for a notebook that needs no GPU
-    python3 scripts/install_stack.py gpu    # into the current environment (e.g. conda) + dev tools
+    python3 -m scripts.install_stack venv   # make: create .venv (CPU or GPU, detected) + dev tools
+    python3 -m scripts.install_stack colab  # the notebooks' bootstrap cell, on Colab
+    python3 -m scripts.install_stack colab --light  # the same for a notebook that needs no GPU
+    python3 -m scripts.install_stack gpu    # into the current environment (e.g. conda) + dev tools
 
 On a GPU every package comes from its GPU class's lock (locks/t4.txt, locks/ampere.txt, written by
 scripts/lock_stack.py): one resolve, every version exact, for CPython 3.13 or 3.12 (another Python
@@ -40,12 +40,8 @@ from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-if __package__:  # imported as scripts.install_stack (python -m, the tests)
-    from scripts.lock_stack import KEPT_ON_COLAB, LIGHT, PYTHONS, Lock, gpu_class, read_lock
-else:  # run by its path (the Colab bootstrap, make): Python put scripts/ first on sys.path
-    from lock_stack import KEPT_ON_COLAB, LIGHT, PYTHONS, Lock, gpu_class, read_lock
-
-from helpers.hardware import Hardware  # needs no torch; lock_stack put the course on sys.path
+from helpers.hardware import Hardware  # needs no torch: this runs before anything is installed
+from scripts.lock_stack import KEPT_ON_COLAB, LIGHT, PYTHONS, Lock, gpu_class, read_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+from scripts import colab_bootstrap, install_stack
+from scripts.sync_notebooks import bootstrap_cell
 
-import colab_bootstrap  # noqa: E402
-from sync_notebooks import bootstrap_cell  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GPU_NOTEBOOK, LIGHT_NOTEBOOK = "05_grpo_training.ipynb", "02_gsm8k_formatting.ipynb"
 
@@ -61,8 +60,8 @@ def fake_pip(returncodes):
     Tests about the stamp pass `modules={}` (nothing imported): no restart can come up."""
     calls = []
 
-    def run(command):
-        calls.append(command)
+    def run(command, cwd):
+        calls.append([str(cwd), *command])
         return returncodes[len(calls) - 1]
 
     return run, calls
@@ -77,12 +76,10 @@ def test_failed_install_writes_no_stamp_and_says_error_and_fix_in_two_lines(cour
     assert "failed" in lines[0] and "exit code 1" in lines[0]
     assert lines[1].startswith("Fix: Runtime → Disconnect and delete runtime")
     assert not colab_bootstrap.stamp_path(course).exists()
-    assert calls[0][-2:] == [str(course / "scripts" / "install_stack.py"), "colab"]
+    assert calls[0][0] == str(course) and calls[0][-3:] == ["-m", "scripts.install_stack", "colab"]
 
 
 def test_a_python_the_locks_do_not_take_points_at_the_runtime_version(course):
-    import install_stack
-
     run, _ = fake_pip([install_stack.WRONG_PYTHON])
     with pytest.raises(SystemExit) as stop:
         colab_bootstrap.ensure_stack(course, run=run, modules={})
@@ -136,7 +133,7 @@ def test_the_cell_stops_for_a_restart_when_the_install_changed_an_imported_packa
     write_distribution(site, "colabfake-dep", "1.0", "colabfake_dep")
     import colabfake_dep  # noqa: F401  (imported before the install, as Colab's kernel does)
 
-    def pip_changes_it(command):
+    def pip_changes_it(command, cwd):
         write_distribution(site, "colabfake-dep", "2.0", "colabfake_dep")
         return 0
 
@@ -157,7 +154,7 @@ def test_a_package_checked_safe_to_leave_stale_needs_no_restart_at_the_checked_v
     write_distribution(site, "colabfake-dep", "1.0", "colabfake_dep")
     import colabfake_dep  # noqa: F401
 
-    def pip_changes_it(command):
+    def pip_changes_it(command, cwd):
         write_distribution(site, "colabfake-dep", new, "colabfake_dep")
         return 0
 
@@ -231,7 +228,7 @@ def test_each_notebook_gets_its_install_and_a_full_install_serves_a_light_notebo
 
 
 def test_relay_streams_output_and_returns_the_exit_code(capsys):
-    code = colab_bootstrap.relay([sys.executable, "-c", "print('Collecting trl'); exit(3)"])
+    code = colab_bootstrap.relay([sys.executable, "-c", "print('Collecting trl'); exit(3)"], ROOT)
     assert code == 3
     assert "Collecting trl" in capsys.readouterr().out
 
@@ -397,8 +394,11 @@ def test_rerunning_the_first_cell_instead_of_restarting_stops_again(tmp_path):
     same_kernel = session(runs=2)
     assert same_kernel.returncode == 3, same_kernel.stderr
     assert same_kernel.stdout.count("pip install (stub)") == 1
-    first, again = same_kernel.stdout.split("CELL STOPPED: ")[1:]
-    assert again.strip() == first.strip()
+    # The rerun prints the cell's own first lines again (the unpublished-target note) before it
+    # stops: what each stop said is the text up to those lines.
+    first, again = (stop.split("\nUnpublished target:")[0].strip()
+                    for stop in same_kernel.stdout.split("CELL STOPPED: ")[1:])
+    assert again == first
     assert again.startswith("Runtime → Restart session, then run all again.")
     assert "CELL DONE" not in same_kernel.stdout and "already in this runtime" not in again
     restarted = session()

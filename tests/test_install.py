@@ -16,7 +16,6 @@ from scripts import install_stack
 from scripts.lock_stack import LIGHT, PYTHONS, Lock, gpu_class, read_colab_record, read_lock
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "install_stack.py"
 
 FRAGILE = ["unsloth", "unsloth_zoo", "transformers", "trl", "peft", "datasets", "bitsandbytes",
            "accelerate", "matplotlib", "math-verify"]
@@ -216,12 +215,13 @@ def test_colabs_stale_uv_settings_never_reach_uv(tmp_path, monkeypatch, capsys, 
     assert os.environ["UV_CONSTRAINT"] == stale["UV_CONSTRAINT"]  # this process keeps its own
 
 
-def test_the_installer_still_runs_by_its_path_before_any_venv(tmp_path):
-    """The Colab bootstrap and make run `python3 scripts/install_stack.py` from anywhere."""
+def test_the_installer_runs_as_a_module_of_the_course_before_any_venv():
+    """make and the Colab bootstrap run `python3 -m scripts.install_stack` in the course's root,
+    before anything is installed: it starts on the standard library and the course alone."""
     import subprocess
 
-    done = subprocess.run([sys.executable, str(SCRIPT), "--help"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "scripts.install_stack", "--help"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "{venv,colab,gpu}" in done.stdout, done.stderr
 
 
