@@ -26,7 +26,7 @@ publisher runs this on a Colab T4. It runs five fresh processes, as a learner's 
 each later one needs the phases before it to have passed in the same --work folder), so no
 command runs much longer than its phase's budget (PHASE_BUDGET_S, printed by --dry-run).
 
-A data-centre GPU trains in bf16 (helpers.hardware.choose_precision): no GradScaler, no
+A data-centre GPU trains in bf16 (helpers.hardware's Hardware.precision): no GradScaler, no
 scaler.pt. `--precision fp16` loads the model in float16 and trains with fp16=True, as a T4
 does, so any GPU checks the T4's precision path; what it still cannot show is the T4's own
 kernels (FlashInfer's sm75 build), memory and speed. FlashInfer's JIT build (1-3 min of a cold
@@ -57,6 +57,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from helpers.hardware import Hardware
 from helpers.paths import ROOT
 from helpers.run_folder import RunFolder  # no torch: the refusal stays instant
 
@@ -299,14 +300,16 @@ def check_profile(name: str, model: str | None, grpo_steps: int) -> Any:
                    max_steps=grpo_steps, heldout_during_training=16)
 
 
-def grpo_overrides(grpo_steps: int, precision: str = "auto") -> dict[str, Any]:
-    """make_grpo_config overrides: a few steps, a checkpoint after each (the first is resumed);
-    with precision fp16, the T4's mixed precision whatever the GPU (unsloth accepts fp16 on a
-    float16 model on Ampere+ too: unsloth/models/rl.py's mixed-precision block)."""
-    overrides: dict[str, Any] = {"max_steps": grpo_steps, "save_steps": 1}
-    if precision == "fp16":
-        overrides.update(fp16=True, bf16=False)
-    return overrides
+def grpo_overrides(grpo_steps: int) -> dict[str, Any]:
+    """make_grpo_config overrides: a few steps, a checkpoint after each (the first is resumed)."""
+    return {"max_steps": grpo_steps, "save_steps": 1}
+
+
+def run_hardware(precision: str, hw: Hardware) -> Hardware:
+    """The GPU as the run sees it: under --precision fp16 it runs the T4's mixed precision
+    whatever it is (Hardware.precision, which every config and load reads; unsloth accepts fp16
+    on a float16 model on Ampere+ too: unsloth/models/rl.py's mixed-precision block)."""
+    return replace(hw, precision="fp16") if precision == "fp16" else hw
 
 
 def flashinfer_off(compute_capability: tuple[int, int] | None, keep: bool) -> bool:
@@ -467,16 +470,16 @@ class PhaseSteps:
         return torch.float16 if self.fp16 else None
 
     def trainer(self, *extra: Any) -> Any:
-        """Notebook 05's run: build_trainer with the standard callbacks (helpers.grpo_run)."""
+        """Notebook 05's run: build_trainer with its own callbacks, and `extra` beside them."""
         from helpers.grpo_config import make_grpo_config
-        from helpers.grpo_run import build_trainer, standard_callbacks
+        from helpers.grpo_run import Instrument, build_trainer
         from helpers.hardware import detect_hardware
 
-        config = make_grpo_config(self.profile, detect_hardware(), self.run.checkpoints,
-                                  **grpo_overrides(self.args.grpo_steps, self.args.precision))
-        callbacks = [*standard_callbacks(self.run, self.tokenizer, self.profile, config), *extra]
+        hw = run_hardware(self.args.precision, detect_hardware())
+        config = make_grpo_config(self.profile, hw, self.run.checkpoints,
+                                  **grpo_overrides(self.args.grpo_steps))
         built = build_trainer(self.model, self.tokenizer, config, self.profile, self.run,
-                              callbacks=callbacks)
+                              instrument=Instrument(callbacks=extra))
         if self.gpu and not type(built).__name__.startswith("Unsloth"):
             raise CheckFailed(f"{type(built).__name__} ran, not unsloth's patched trainer: "
                               "import unsloth before trl")

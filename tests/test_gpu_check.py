@@ -201,12 +201,12 @@ def test_the_fp16_path_loads_in_float16_and_trains_with_fp16(tmp_path: Path, mon
     steps.load_4bit_vllm(), steps.reload_adapter(), steps.load_16bit_merge()
     assert [kwargs["dtype"] for kwargs in loaded] == [torch.float16] * 3
     assert loaded[0]["fast_inference"] and loaded[2]["fast_inference"] is False
-    settings = grpo_settings(g.check_profile("t4", None, 2), A100_40GB, "out",
-                             **g.grpo_overrides(2, "fp16"))
-    validate(g.check_profile("t4", None, 2), A100_40GB, settings)
+    hw = g.run_hardware("fp16", A100_40GB)
+    settings = grpo_settings(g.check_profile("t4", None, 2), hw, "out", **g.grpo_overrides(2))
+    validate(g.check_profile("t4", None, 2), hw, settings)
     assert settings["fp16"] and not settings["bf16"]
     auto = g.PhaseSteps(argparse.Namespace(**{**vars(args), "precision": "auto"}), gpu=False)
-    assert auto.dtype() is None and "fp16" not in g.grpo_overrides(2)
+    assert auto.dtype() is None and g.run_hardware("auto", A100_40GB).precision == "bf16"
 
 
 def test_a_child_is_run_as_a_module_with_the_runs_settings(tmp_path: Path, monkeypatch):
