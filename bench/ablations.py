@@ -13,6 +13,7 @@ Notebook 11 and README read their figures from it. Run it from the repository ro
     python -m bench.ablations                          # the whole grid (resumes)
     python -m bench.ablations --arms course learning_rate=3e-3 --seeds 2 --kernel default
     python -m bench.ablations --knob beta              # one knob and the course's arm
+    python -m bench.ablations --one-cell               # time notebook 11's own arm, as a learner
 """
 
 from __future__ import annotations
@@ -155,6 +156,42 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
     return json.loads(grid.path.read_text())
 
 
+ONE_CELL = "# Your arm"  # how notebook 11's cell that writes a learner's arm begins
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "11_ablation_lab.ipynb"
+
+
+def one_cell(seeds: int = SEEDS) -> dict[str, Any]:
+    """Notebook 11's own arm at the grid's size, timed as a learner meets it: the cell that
+    writes the reward and calls arm_from, then try_arm against the stored course arm (the
+    reference check first, once per machine). Appends the run to runs/bench/lab_arm.json."""
+    from helpers.ablations import backend, reference_cache, try_arm
+
+    backend()  # unsloth before trl, as the notebook's first cells do
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    source = next("".join(c["source"]) for c in cells if c["cell_type"] == "code"
+                  and "".join(c["source"]).startswith(ONE_CELL))
+    cached = reference_cache(PROFILES["smoke"].max_steps, None).exists()
+    load, start = os.getloadavg()[0], time.perf_counter()
+    space: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(source, str(NOTEBOOK.name), "exec"), space)  # the cell, as Jupyter runs it
+    result = try_arm(space["mine"], seeds=seeds)
+    entry = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "arm": result["arm"],
+             "seeds": seeds, "steps": PROFILES["smoke"].max_steps,
+             "seconds": time.perf_counter() - start, "reference_cached": cached,
+             "load_start": round(load, 1), "load_end": round(os.getloadavg()[0], 1),
+             "reference": result["note"], "verdict": result["verdict"],
+             "run_seconds": [r["run_seconds"] for r in result["rows"]]}
+    path = bench_dir() / "lab_arm.json"
+    saved = json.loads(path.read_text()) if path.exists() else {"runs": []}
+    saved["runs"].append(entry)
+    saved["machine"] = machine()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(saved))
+    print(f"wrote {path}: {entry['seconds']:.0f} s, load {entry['load_start']} to "
+          f"{entry['load_end']}")
+    return entry
+
+
 def report(rows: list[dict[str, Any]]) -> str:
     """The grid's table per kernel path (helpers.ablations.grid_table), raw and adjusted."""
     from helpers.ablations import grid_table
@@ -177,7 +214,12 @@ def cli(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--fresh", action="store_true", help="forget the saved runs")
     parser.add_argument("--max-steps", type=int, help="a quick check (default: each arm's own)")
+    parser.add_argument("--one-cell", action="store_true",
+                        help="time notebook 11's own arm at 4 seeds (runs/bench/lab_arm.json)")
     a = parser.parse_args(argv)
+    if a.one_cell:
+        one_cell()
+        return None
     try:
         if a.knob:
             names = [x.name for x in knob_arms(a.knob)]

@@ -1101,7 +1101,7 @@ def stored_reference(grid: dict[str, Any] | None = None, steps: int | None = Non
                   key=lambda r: r["seed"])
 
 
-def _reference_cache(steps: int, problems: int | None) -> Path:
+def reference_cache(steps: int, problems: int | None) -> Path:
     """Where this machine's own course runs are kept: one file per kernel path and lab set."""
     import hashlib
 
@@ -1128,7 +1128,7 @@ def local_reference(stored: Sequence[dict[str, Any]], steps: int, workers: int =
     """
     from helpers.profiles import SEED
 
-    path = _reference_cache(steps, problems)
+    path = reference_cache(steps, problems)
     saved = json.loads(path.read_text()) if path.exists() else []
     need = seeds if stored else unstored
 

@@ -10,7 +10,7 @@ from helpers.stats import VERDICTS
 def test_a_reward_written_in_a_cell_gets_a_verdict(tmp_path, monkeypatch, capsys):
     import unsloth  # noqa: F401  (before trl, as the notebook's first cells do)
 
-    from helpers.ablations import arm_from, try_arm
+    from helpers.ablations import arm_from, local_reference, try_arm
     from helpers.rewards import REWARDS, Reward, extract_answer
 
     monkeypatch.setenv("GRPO_COURSE_CACHE", str(tmp_path))  # the reference runs are cached there
@@ -33,11 +33,10 @@ def test_a_reward_written_in_a_cell_gets_a_verdict(tmp_path, monkeypatch, capsys
     assert all(len(r["correct"]) == 40 and r["curve"][-1][0] == 2 for r in result["rows"])
     assert "[2/2] off_by_one, seed" in out and "all done in" in out
     assert out.strip().splitlines()[-1].startswith("off_by_one: ")
-    # The reference runs are kept: a second arm on this machine does not run them again.
-    again = try_arm(arm_from("beta_arm", overrides={"beta": 0.04}), seeds=2, steps=2,
-                    grid={"rows": []}, problems=40)
+    # The reference runs are kept: the next arm on this machine does not run them again.
+    again, _, _ = local_reference([], 2, unstored=2, problems=40)
     assert "The course's arm, here" not in capsys.readouterr().out
-    assert again["reference"] == result["reference"]
+    assert again == result["reference"]
 
 
 def test_a_broken_reward_in_a_cell_stops_before_training(tmp_path, monkeypatch):
