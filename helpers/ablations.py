@@ -648,6 +648,8 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
             "seeds": len(gains), "gains": gains, "mean": statistics.fmean(gains),
             "low": min(gains), "high": max(gains),
             "aucs": aucs, "auc": statistics.fmean(aucs) if aucs else None,
+            **{k: statistics.fmean(r[k] for r in found) for k in ("fixed", "broken")
+               if all(k in r for r in found)},
             "signals": {k: statistics.fmean(r["signals"][k] for r in found if k in r["signals"])
                         for k in keys},
             "same_as_reference": chosen.same_as_reference if chosen else "",
@@ -702,38 +704,35 @@ def _p(value: float) -> str:
 def grid_table(summary: dict[str, Any]) -> str:
     """Knob by knob: each arm's mean gain, its range over seeds, the difference from its
     reference with Welch's 95% interval and p-value, and the verdict raw, after Holm and after
-    Benjamini-Hochberg over the grid's family of tests."""
+    Benjamini-Hochberg over the grid's family of tests (an A/A control: its check instead)."""
     course = summary[COURSE]
-    lines = [f"{'arm':<41}{'seeds':>5}{'mean':>7}  {'range':<15}{'vs reference [95%]':<22}"
-             f"{'p':>7}  {'verdict':<13}{'Holm':<13}{'BH':<13}",
+    lines = [f"{'arm':<41}{'seeds':>5}{'mean':>7}  {'range':<16}{'difference [95%]':<21}"
+             f"{'p':>7}  {'verdict':<13}{'Holm':<13}BH",
              f"{COURSE:<41}{course['seeds']:>5}{_points(course['mean']):>7}  "
-             f"{_points(course['low'])} to {_points(course['high']):<7}(the reference)"]
-    for knob in KNOBS:
-        for each in KNOBS[knob].values():
-            s = summary.get(each.name)
-            if s is None:
-                continue
-            lines.append(_table_line(each.name, s))
-    for name, s in summary.items():  # arms from outside KNOBS (a learner's)
-        if name != COURSE and name not in ARMS:
-            lines.append(_table_line(name, s))
+             f"{_points(course['low'])} to {_points(course['high']):<8}(the reference)"]
+    names = [a.name for arms in KNOBS.values() for a in arms.values()]
+    names += [n for n in summary if n != COURSE and n not in ARMS]  # a learner's arms
+    for name in names:
+        s = summary.get(name)
+        if s is None:
+            continue
+        line = _table_line(name, s)
+        if s["reference"] not in (None, COURSE):
+            line += f"  (vs {s['reference']})"
+        lines.append(line)
     return "\n".join(lines)
 
 
 def _table_line(name: str, s: dict[str, Any]) -> str:
     said = s["verdict"]
     head = (f"{name:<41}{s['seeds']:>5}{_points(s['mean']):>7}  "
-            f"{_points(s['low'])} to {_points(s['high']):<7}")
+            f"{_points(s['low'])} to {_points(s['high']):<8}")
     if said is None:
         return head + "(too few seeds for a verdict)"
     against = f"{_points(said['difference'])} [{_points(said['low'])}, {_points(said['high'])}]"
-    if s["reference"] != COURSE:
-        against += f" vs {s['reference'].split('=')[0]}"
-    if s["same_as_reference"]:
-        tail = f"A/A: {s.get('a_a', '')}"
-    else:
-        tail = f"{said.get('holm', ''):<13}{said.get('bh', '')}"
-    return head + f"{against:<22}{_p(said['p']):>7}  {said['verdict']:<13}{tail}"
+    tail = (f"A/A: {s.get('a_a', '')}" if s["same_as_reference"] else
+            f"{said.get('holm', ''):<13}{said.get('bh', '')}")
+    return head + f"{against:<21}{_p(said['p']):>7}  {said['verdict']:<13}{tail}"
 
 
 # ---- The design, measured: power, seeds as blocks, the evaluation's noise, dead groups ---------
@@ -1051,6 +1050,10 @@ def run_seeds(chosen: Arm, seeds: Sequence[int], steps: int | None = None, worke
     import multiprocessing
     from multiprocessing.connection import wait
 
+    import torch
+
+    if torch.cuda.is_available():  # CUDA does not survive a fork: one run at a time, in here
+        return _runs_here(chosen, seeds, steps, problems)
     context = multiprocessing.get_context("fork")
     todo, running, rows, took = list(seeds), {}, [], []
     total, start = len(todo), time.perf_counter()
@@ -1087,6 +1090,24 @@ def run_seeds(chosen: Arm, seeds: Sequence[int], steps: int | None = None, worke
                   + (f"about {_seconds(left)} left" if todo or running else
                      f"all done in {_seconds(time.perf_counter() - start)}"), flush=True)
     return sorted(rows, key=lambda r: r["seed"])
+
+
+def _runs_here(chosen: Arm, seeds: Sequence[int], steps: int | None,
+               problems: int | None) -> list[dict[str, Any]]:
+    """The runs one after the other in this process (a GPU runtime), a line each."""
+    import tempfile
+
+    rows = []
+    for k, seed in enumerate(seeds, 1):
+        began = time.perf_counter()
+        with tempfile.TemporaryDirectory() as folder, \
+                contextlib.redirect_stdout(io.StringIO()):
+            result = train_and_score(Path(folder), seed, steps, chosen, problems=problems,
+                                     lab=True)
+        rows.append(lab_row(chosen, seed, result, time.perf_counter() - began))
+        print(f"[{k}/{len(seeds)}] {chosen.name}, seed {seed}: {100 * result['gain']:+.1f} "
+              f"points in {rows[-1]['run_seconds']:.0f} s", flush=True)
+    return rows
 
 
 def stored_reference(grid: dict[str, Any] | None = None, steps: int | None = None,
