@@ -71,8 +71,8 @@ _ONE_BATCH = ("one process and no gradient accumulation: bnpo's local batch is d
               "step, so both divide by the same token count")
 _ON_POLICY = ("one iteration per batch: the probability ratio is exactly 1, inside any clip "
               "range, so the upper clip bound never acts")
-_GSPO_ON_POLICY = ("one iteration per batch: the sequence-level ratio is exactly 1 and its "
-                   "gradient equals the token-level one in exact arithmetic (not bit for bit)")
+_GSPO_ON_POLICY = ("one iteration per batch: the sequence-level ratio is exactly 1, and its "
+                   "gradient on each token equals the token-level one")
 ITER2 = {"num_iterations": 2}
 
 # The course's smoke run: loss_type dapo, scale_rewards group, 8 completions per prompt and 32 per
