@@ -38,7 +38,7 @@ WORK_MINUTES: dict[str, Minutes] = {
     "grpo_from_scratch": (2, 4),  # measured 115 s on the light stand-in
     "r1_recipe_toy": (4, 8),  # measured 269 s on the light stand-in (cold starts from scratch)
     "scaling_up": (1, 1),
-    "ablation_lab": (2, 4),  # the live ablation: six short runs of the smoke model on 2 cores
+    "ablation_lab": (2, 4),  # a quick look at your own arm: four short runs on 2 cores
 }
 
 
