@@ -1,16 +1,19 @@
 """The ablation grid: each arm of helpers.ablations.KNOBS over seeds, on the smoke profile.
 
-Every run trains the committed smoke model for the course's 60 steps with one knob changed
-(everything else as notebook 05 sets it) and scores it on the 200 held-out problems notebook 06
-uses (helpers.ablations.train_and_score). The course's arm runs on 8 seeds, every other arm on 4;
-two arms and the course's rerun on torch's scalar `default` kernels, to see whether their
-verdicts hold on another float kernel path. Each run is a fresh process on one thread, two at a
-time. Rows are saved as each run ends in runs/bench/ablations.json, so a killed grid resumes
-where it stopped (`--fresh` starts over). Notebook 11 and README read their figures from it.
+Every run trains the committed smoke model for the course's 60 steps (an arm may set its own
+budget) with one thing changed, everything else as notebook 05 sets it, and scores it on the lab's
+census of the 100 sums (helpers.ablations.train_and_score with lab=True): held-out accuracy every
+15 steps, and each problem's result. The course's arm runs on 8 seeds, every other arm on 4; two
+arms and the course's rerun on torch's scalar `default` kernels, on seeds the native grid never
+used, to see whether their verdicts hold on another float kernel path. Each run is a fresh
+process on one thread, two at a time. Rows are saved as each run ends in
+runs/bench/ablations.json, so a killed grid resumes where it stopped (`--fresh` starts over).
+Notebook 11 and README read their figures from it. Run it from the repository root:
 
-    python bench/ablations.py                          # the whole grid (resumes)
-    python bench/ablations.py --arms course learning_rate=3e-3 --seeds 2 --kernel default
-    python bench/ablations.py --knob beta              # one knob and the course's arm
+    python -m bench.ablations                          # the whole grid (resumes)
+    python -m bench.ablations --arms course learning_rate=3e-3 --seeds 2 --kernel default
+    python -m bench.ablations --knob beta              # one knob and the course's arm
+    python -m bench.ablations --one-cell               # time notebook 11's own arm, as a learner
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -28,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._results import bench_dir, dumps, machine
-from helpers.ablations import ARMS, COURSE, UnknownArmError, arm, knob_arms, summarize
+from helpers.ablations import ARMS, COURSE, UnknownArmError, arm, design, knob_arms, summarize
 from helpers.profiles import PROFILES, SEED
 from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path
 
@@ -38,29 +42,37 @@ SEEDS = 4  # per arm; the course's arm, every knob's reference, gets twice as ma
 COURSE_SEEDS = 8
 RERUN_KERNEL = "default"  # torch's scalar kernels: the path furthest from this machine's own
 RERUN_ARMS = (COURSE, "learning_rate=3e-4", "rewards=format")
+RERUN_FIRST_SEED = SEED + COURSE_SEEDS  # seeds the native grid never ran: new runs, not repeats
 WORKERS = 2  # one thread each: the two cores
+RUN_TIMEOUT = 3600  # seconds: a 120-step run on a busy machine takes far longer than one of 60
+KEEP = ("gain", "base", "trained", "ci_low", "ci_high", "fixed", "broken", "n", "train_seconds",
+        "signals", "kernel", "curve", "correct", "base_correct")
+
 
 def one_run(name: str, seed: int, kernel: str, steps: int | None = None) -> dict[str, Any]:
-    """One arm at one seed, trained and scored in a fresh process on `kernel`: its row."""
+    """One arm at one seed, trained and scored as the lab scores, in a fresh process on `kernel`."""
     start = time.perf_counter()
-    result = run_on_kernel_path(kernel, seed, max_steps=steps, arm=name)
-    keep = ("gain", "base", "trained", "ci_low", "ci_high", "fixed", "broken", "n",
-            "train_seconds", "signals", "kernel")
-    return {"arm": name, "knob": arm(name).knob, "seed": seed, "kernel_path": kernel,
-            "steps": steps or PROFILES["smoke"].max_steps,
-            "run_seconds": time.perf_counter() - start, **{k: result[k] for k in keep}}
+    chosen = arm(name)
+    result = run_on_kernel_path(kernel, seed, max_steps=steps, arm=name, lab=True,
+                                timeout=RUN_TIMEOUT)
+    return {"arm": name, "knob": chosen.knob, "seed": seed, "kernel_path": kernel,
+            "reference": chosen.reference,
+            "steps": steps or chosen.steps or PROFILES["smoke"].max_steps,
+            "run_seconds": time.perf_counter() - start, **{k: result[k] for k in KEEP}}
 
 
-def plan(names: list[str], kernel: str, seeds: int | None) -> list[tuple[str, int, str]]:
+def plan(names: list[str], kernel: str, seeds: int | None,
+         first_seed: int = SEED) -> list[tuple[str, int, str]]:
     """(arm, seed, kernel) jobs, seed by seed, so a stopped grid has every arm on some seeds."""
     counts = {n: seeds or (COURSE_SEEDS if n == COURSE else SEEDS) for n in names}
-    return [(n, SEED + i, kernel) for i in range(max(counts.values()))
+    return [(n, first_seed + i, kernel) for i in range(max(counts.values()))
             for n in names if i < counts[n]]
 
 
 def default_jobs() -> list[tuple[str, int, str]]:
     """The grid `make bench` runs: every arm on this CPU's kernels, then the reruns."""
-    return plan(list(ARMS), "native", None) + plan(list(RERUN_ARMS), RERUN_KERNEL, SEEDS)
+    return (plan(list(ARMS), "native", None)
+            + plan(list(RERUN_ARMS), RERUN_KERNEL, SEEDS, RERUN_FIRST_SEED))
 
 
 class Grid:
@@ -80,15 +92,21 @@ class Grid:
         with self.lock:
             self.rows.append(row)
             self.machine = machine()
-            self.save()
+            try:
+                self.save()
+            except Exception as error:  # noqa: BLE001  (the rows are kept; the end saves again)
+                self.save(rows_only=True)
+                print(f"summaries not written ({type(error).__name__}: {error}); rows saved",
+                      flush=True)
 
-    def save(self) -> None:
+    def save(self, rows_only: bool = False) -> None:
         kernels = sorted({r["kernel_path"] for r in self.rows})
         data = {
             "rows": sorted(self.rows, key=lambda r: (r["kernel_path"], r["arm"], r["seed"])),
-            "summary": {k: summarize(self.rows, k) for k in kernels},
+            "summary": {} if rows_only else {k: summarize(self.rows, k) for k in kernels},
+            "design": {} if rows_only else design(self.rows),
             "steps": PROFILES["smoke"].max_steps,
-            "problems": PROFILES["smoke"].num_eval_problems,
+            "problems": max((r["n"] for r in self.rows), default=0),
             "sessions": self.sessions,
             "wall_seconds": sum(s["wall_seconds"] for s in self.sessions),
             "run_seconds": sum(r["run_seconds"] for r in self.rows),
@@ -106,20 +124,21 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
     grid = Grid(bench_dir() / "ablations.json", fresh)
     todo = [job for job in jobs if not grid.done(job)]
     print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already saved; {len(todo)} to go "
-          f"({steps or PROFILES['smoke'].max_steps} steps each, {workers} at a time)", flush=True)
+          f"({workers} at a time)", flush=True)
     start, finished, failed = time.perf_counter(), [], []
 
     def work(job: tuple[str, int, str]) -> None:
         try:
             row = one_run(*job, steps)
-        except RuntimeError as error:
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
             failed.append(job)
             print(f"{job[0]} seed {job[1]}: {error}", flush=True)
             return
         grid.add(row)
-        finished.append(row["run_seconds"])
-        left = len(todo) - len(finished) - len(failed)
-        eta = statistics.median(finished) * left / workers
+        finished.append(row["run_seconds"] / (row["steps"] / PROFILES["smoke"].max_steps))
+        left = sum(arm(n).steps or PROFILES["smoke"].max_steps
+                   for n, _, _ in todo[len(finished) + len(failed):])
+        eta = statistics.median(finished) * left / PROFILES["smoke"].max_steps / workers
         print(f"[{len(finished) + len(failed)}/{len(todo)}] {row['arm']} seed {row['seed']} "
               f"{row['kernel_path']}: {100 * row['gain']:+.1f} points in "
               f"{row['run_seconds']:.0f} s; about {eta / 60:.0f} min left", flush=True)
@@ -129,6 +148,7 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
     if todo:
         grid.sessions.append({"date": datetime.now(UTC).strftime("%Y-%m-%d"),
                               "runs": len(finished), "workers": workers,
+                              "load_1min": round(os.getloadavg()[0], 1),
                               "wall_seconds": time.perf_counter() - start})
     grid.save()
     print(report(grid.rows))
@@ -138,17 +158,51 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
     return json.loads(grid.path.read_text())
 
 
+ONE_CELL = "# Your arm"  # how notebook 11's cell that writes a learner's arm begins
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "11_ablation_lab.ipynb"
+
+
+def one_cell(seeds: int = SEEDS) -> dict[str, Any]:
+    """Notebook 11's own arm at the grid's size, timed as a learner meets it: the cell that
+    writes the reward and calls arm_from, then try_arm against the stored course arm (the
+    reference check first, once per machine). Appends the run to runs/bench/lab_arm.json."""
+    from helpers.ablations import backend, reference_cache, try_arm
+
+    backend()  # unsloth before trl, as the notebook's first cells do
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    source = next("".join(c["source"]) for c in cells if c["cell_type"] == "code"
+                  and "".join(c["source"]).startswith(ONE_CELL))
+    cached = reference_cache(PROFILES["smoke"].max_steps, None).exists()
+    load, start = os.getloadavg()[0], time.perf_counter()
+    space: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(source, str(NOTEBOOK.name), "exec"), space)  # the cell, as Jupyter runs it
+    result = try_arm(space["mine"], seeds=seeds)
+    entry = {"date": datetime.now(UTC).strftime("%Y-%m-%d"), "arm": result["arm"],
+             "seeds": seeds, "steps": PROFILES["smoke"].max_steps,
+             "seconds": time.perf_counter() - start, "reference_cached": cached,
+             "load_start": round(load, 1), "load_end": round(os.getloadavg()[0], 1),
+             "reference": result["note"], "verdict": result["verdict"],
+             "run_seconds": [r["run_seconds"] for r in result["rows"]]}
+    path = bench_dir() / "lab_arm.json"
+    saved = json.loads(path.read_text()) if path.exists() else {"runs": []}
+    saved["runs"].append(entry)
+    saved["machine"] = machine()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(saved))
+    print(f"wrote {path}: {entry['seconds']:.0f} s, load {entry['load_start']} to "
+          f"{entry['load_end']}")
+    return entry
+
+
 def report(rows: list[dict[str, Any]]) -> str:
-    """The knobs x arms table per kernel path: mean gain, the range over seeds, the verdict."""
+    """The grid's table per kernel path (helpers.ablations.grid_table), raw and adjusted."""
+    from helpers.ablations import grid_table
+
     lines = []
     for kernel in sorted({r["kernel_path"] for r in rows}):
-        lines.append(f"\n{kernel} kernels: gain in points over the base model (200 problems)")
-        for name, s in summarize(rows, kernel).items():
-            said = s["verdict"]
-            against = (f"{100 * said['difference']:+.1f} [{100 * said['low']:+.1f}, "
-                       f"{100 * said['high']:+.1f}] {said['verdict']}" if said else "reference")
-            lines.append(f"  {name:<30} {s['seeds']} seeds  {100 * s['mean']:+5.1f} "
-                         f"({100 * s['low']:+.1f} to {100 * s['high']:+.1f})  vs course: {against}")
+        summary = summarize(rows, kernel)
+        lines.append(f"\n{kernel} kernels: gain in points over the base model")
+        lines.append(grid_table(summary) if COURSE in summary else "(no course runs yet)")
     return "\n".join(lines)
 
 
@@ -161,8 +215,13 @@ def cli(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--seeds", type=int, help="seeds per arm (default: 8 course, 4 others)")
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--fresh", action="store_true", help="forget the saved runs")
-    parser.add_argument("--max-steps", type=int, help="a quick check (default: the profile's 60)")
+    parser.add_argument("--max-steps", type=int, help="a quick check (default: each arm's own)")
+    parser.add_argument("--one-cell", action="store_true",
+                        help="time notebook 11's own arm at 4 seeds (runs/bench/lab_arm.json)")
     a = parser.parse_args(argv)
+    if a.one_cell:
+        one_cell()
+        return None
     try:
         if a.knob:
             names = [x.name for x in knob_arms(a.knob)]

@@ -64,7 +64,7 @@ NOTEBOOKS: dict[str, Notebook] = {
     "grpo_from_scratch": Notebook("light", (2, 4)),  # measured 115 s on the light stand-in
     "r1_recipe_toy": Notebook("light", (4, 8)),  # measured 269 s on the light stand-in
     "scaling_up": Notebook("light", (1, 1)),
-    "ablation_lab": Notebook("light", (2, 4)),  # the live ablation: short smoke runs, 2 cores
+    "ablation_lab": Notebook("light", (2, 4)),  # a quick look at your own arm: short runs
 }
 # The Colab runtime a "full" notebook asks for (its notebook metadata).
 COLAB_GPU = "T4"

@@ -93,27 +93,18 @@ def describe_paired(test: dict[str, Any]) -> str:
 
 
 def t_quantile(q: float, df: float) -> float:
-    """Student's t quantile (0.5 <= q < 1) for `df` degrees of freedom, by bisection on its CDF.
-
-    The CDF is the density integrated from 0 with Simpson's rule: exact to ~1e-6 here, and no
-    SciPy needed for the one quantile the seed comparisons use.
-    """
+    """Student's t quantile (0.5 <= q < 1) for `df` degrees of freedom, by bisection on its CDF
+    (`t_cdf`); no SciPy needed."""
     if not 0.5 <= q < 1 or df <= 0:
         raise ValueError(f"Need 0.5 <= q < 1 and df > 0, got q={q}, df={df}.")
-    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def cdf(x: float, steps: int = 2000) -> float:
-        h = x / steps
-        f = [math.exp(log_c - (df + 1) / 2 * math.log1p((i * h) ** 2 / df))
-             for i in range(steps + 1)]
-        return 0.5 + h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
-
+    if math.isinf(df):
+        df = 1e12
     low, high = 0.0, 1.0
-    while cdf(high) < q:
+    while t_cdf(high, df) < q:
         high *= 2
-    for _ in range(50):
+    for _ in range(60):
         mid = (low + high) / 2
-        low, high = (mid, high) if cdf(mid) < q else (low, mid)
+        low, high = (mid, high) if t_cdf(mid, df) < q else (low, mid)
     return (low + high) / 2
 
 
@@ -131,14 +122,213 @@ def mean_difference(a: Sequence[float], b: Sequence[float],
     return diff, diff - half, diff + half
 
 
-VERDICTS = ("helps", "hurts", "within the seed spread")
+# ---- Comparing arms over seeds (notebook 11): four verdicts, families of tests, power ----------
+
+VERDICTS = ("helps", "hurts", "equivalent", "inconclusive")
+EQUIVALENCE_MARGIN = 0.05  # ±5 points of accuracy: "equivalent" means the 90% interval lies inside
+ALPHA = 0.05
 
 
-def verdict(arm: Sequence[float], reference: Sequence[float],
-            level: float = 0.95) -> dict[str, Any]:
-    """How an arm's gains over seeds compare with the reference arm's: the difference of means,
-    its interval, and "helps" or "hurts" when the interval leaves 0, else "within the seed
-    spread"."""
-    diff, low, high = mean_difference(arm, reference, level)
-    said = VERDICTS[0] if low > 0 else VERDICTS[1] if high < 0 else VERDICTS[2]
-    return {"difference": diff, "low": low, "high": high, "verdict": said}
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz's method)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((qam + 2 * m) * (a + 2 * m)),
+                          -(a + m) * (qab + m) * x / ((a + 2 * m) * (qap + 2 * m))):
+            d = 1 + numerator * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
+
+
+def beta_regularized(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function: the CDF of Beta(a, b) at x."""
+    if not 0 <= x <= 1 or a <= 0 or b <= 0:
+        raise ValueError(f"Need 0 <= x <= 1 and a, b > 0, got x={x}, a={a}, b={b}.")
+    if x in (0.0, 1.0):
+        return x
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):  # the fraction converges fast on this side
+        return math.exp(log_front) * _beta_fraction(a, b, x) / a
+    return 1 - math.exp(log_front) * _beta_fraction(b, a, 1 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t CDF, through the incomplete beta function (fast enough for simulations)."""
+    if df <= 0:
+        raise ValueError(f"Need df > 0, got {df}.")
+    tail = 0.5 * beta_regularized(df / 2, 0.5, df / (df + t * t))
+    return 1 - tail if t > 0 else tail
+
+
+def f_survival(f: float, d1: float, d2: float) -> float:
+    """P(F > f) for Fisher's F with (d1, d2) degrees of freedom."""
+    if f <= 0:
+        return 1.0
+    return beta_regularized(d2 / 2, d1 / 2, d2 / (d2 + d1 * f))
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Welch's comparison of two groups of runs: mean(a) - mean(b), its standard error, the
+    Welch-Satterthwaite degrees of freedom and the two-sided p-value of "no difference"."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"Need at least two runs on each side, got {len(a)} and {len(b)}.")
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:  # every run the same on both sides: nothing to test against
+        return {"difference": diff, "se": 0.0, "df": math.inf,
+                "p": 1.0 if diff == 0 else 0.0}
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    se = math.sqrt(va + vb)
+    return {"difference": diff, "se": se, "df": df, "p": 2 * t_cdf(-abs(diff) / se, df)}
+
+
+def equivalence_p(difference: float, se: float, df: float,
+                  margin: float = EQUIVALENCE_MARGIN) -> float:
+    """TOST (two one-sided tests): the p-value of "the true difference lies outside ±margin";
+    below 0.05 exactly when the 90% interval lies inside ±margin."""
+    if se == 0:
+        return 0.0 if abs(difference) < margin else 1.0
+    low = 1 - t_cdf((difference + margin) / se, df)  # H0: difference <= -margin
+    high = t_cdf((difference - margin) / se, df)  # H0: difference >= +margin
+    return max(low, high)
+
+
+def say(p_difference: float, p_equivalence: float, difference: float,
+        alpha: float = ALPHA) -> str:
+    """The four-way verdict from the two p-values: a difference first, then equivalence."""
+    if p_difference < alpha:
+        return VERDICTS[0] if difference > 0 else VERDICTS[1]
+    return VERDICTS[2] if p_equivalence < alpha else VERDICTS[3]
+
+
+def tests(arm: Sequence[float], reference: Sequence[float],
+          margin: float = EQUIVALENCE_MARGIN) -> dict[str, float]:
+    """Welch's difference test and the TOST equivalence test of an arm against its reference."""
+    w = welch(arm, reference)
+    return {**w, "p_equivalence": equivalence_p(w["difference"], w["se"], w["df"], margin)}
+
+
+def verdict(arm: Sequence[float], reference: Sequence[float], level: float = 0.95,
+            margin: float = EQUIVALENCE_MARGIN) -> dict[str, Any]:
+    """How an arm's gains over seeds compare with the reference arm's, in four words: "helps" or
+    "hurts" when Welch's interval leaves 0; else "equivalent" when the 90% interval lies inside
+    ±margin (TOST); else "inconclusive": no large effect shown, and none ruled out."""
+    w = tests(arm, reference, margin)
+    diff, se, df = w["difference"], w["se"], w["df"]
+    half = t_quantile(0.5 + level / 2, df) * se if se else 0.0
+    half90 = t_quantile(0.95, df) * se if se else 0.0
+    return {"difference": diff, "low": diff - half, "high": diff + half,
+            "low90": diff - half90, "high90": diff + half90, "se": se, "df": df, "p": w["p"],
+            "p_equivalence": w["p_equivalence"], "margin": margin,
+            "verdict": say(w["p"], w["p_equivalence"], diff, 1 - level)}
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values: below alpha, a family-wise error of at most alpha."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted, running = [1.0] * len(pvalues), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values): below q, a false discovery rate of at most
+    q among the verdicts called (valid here, where the tests share one reference, by
+    Benjamini-Yekutieli's positive dependence)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i], reverse=True)
+    adjusted, running = [1.0] * m, 1.0
+    for rank, i in enumerate(order):
+        running = min(running, pvalues[i] * m / (m - rank))
+        adjusted[i] = running
+    return adjusted
+
+
+def minimum_detectable_effect(se: float, df: float, alpha: float = ALPHA,
+                              power: float = 0.8) -> float:
+    """The smallest true difference a two-sided test at `alpha` finds with probability `power`,
+    for a difference with standard error `se` on `df` degrees of freedom: (t_a + t_power) se."""
+    return (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * se
+
+
+def welch_df(sd: float, n_arm: int, n_reference: int) -> float:
+    """Welch's degrees of freedom when both sides spread alike (sd): the design's own df."""
+    va, vb = sd**2 / n_arm, sd**2 / n_reference
+    return (va + vb) ** 2 / (va**2 / (n_arm - 1) + vb**2 / (n_reference - 1))
+
+
+def blocked_anova(table: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Two-way analysis of arms (rows) x seeds (columns), one run per cell: seeds as blocks.
+
+    Every arm ran the same seeds, and a seed sets the LoRA start and the first batches for all of
+    them; taking each seed's common part out leaves the residual spread. Returns the residual
+    variance and its df, and the F test of the seed blocks.
+    """
+    rows, cols = len(table), len(table[0])
+    if rows < 2 or cols < 2 or any(len(r) != cols for r in table):
+        raise ValueError("Need a full table of at least two arms by two seeds.")
+    grand = statistics.fmean(v for r in table for v in r)
+    arm_means = [statistics.fmean(r) for r in table]
+    seed_means = [statistics.fmean(r[j] for r in table) for j in range(cols)]
+    seed_ss = rows * sum((m - grand) ** 2 for m in seed_means)
+    residual_ss = sum((table[i][j] - arm_means[i] - seed_means[j] + grand) ** 2
+                      for i in range(rows) for j in range(cols))
+    seed_df, residual_df = cols - 1, (rows - 1) * (cols - 1)
+    residual = residual_ss / residual_df
+    f = (seed_ss / seed_df) / residual if residual else math.inf
+    return {"residual_variance": residual, "residual_df": residual_df, "seed_f": f,
+            "seed_df": seed_df, "seed_p": f_survival(f, seed_df, residual_df),
+            "seed_effects": [m - grand for m in seed_means]}
+
+
+# A sequential design: 4 seeds, then 8, then 16, stopping as soon as the verdict is not
+# "inconclusive". Looking three times at one family of runs needs a stricter level at each look;
+# SEQUENTIAL_ALPHA keeps the chance of a false "helps" or "hurts" at 5% over the three looks
+# (tests/test_lab_stats.py simulates it), as Pocock's constant boundary does.
+SEQUENTIAL_LOOKS = (4, 8, 16)
+SEQUENTIAL_ALPHA = 0.022  # Pocock's constant level for three looks
+
+
+def sequential_step(arm: Sequence[float], reference: Sequence[float],
+                    looks: Sequence[int] = SEQUENTIAL_LOOKS, alpha: float = SEQUENTIAL_ALPHA,
+                    margin: float = EQUIVALENCE_MARGIN) -> tuple[dict[str, Any], int | None]:
+    """The verdict at this look (every test at `alpha`) and how many seeds the arm needs next:
+    None when it stops (a verdict, or the last look)."""
+    found: dict[str, Any] = dict(tests(arm, reference, margin))
+    found["verdict"] = say(found["p"], found["p_equivalence"], found["difference"], alpha)
+    later = [n for n in looks if n > len(arm)]
+    more = later[0] if later and found["verdict"] == VERDICTS[3] else None
+    return found, more
+
+
+def simulate_sequential(effect: float, sd: float, n_reference: int, reps: int, seed: int = 0,
+                        looks: Sequence[int] = SEQUENTIAL_LOOKS, alpha: float = SEQUENTIAL_ALPHA,
+                        margin: float = EQUIVALENCE_MARGIN) -> dict[str, float]:
+    """Run the sequential design `reps` times on normal gains (arm mean `effect` above a reference
+    of n_reference runs, both with spread `sd`): the share of each verdict and the mean seeds."""
+    import random
+
+    rng = random.Random(seed)
+    counts = dict.fromkeys(VERDICTS, 0)
+    seeds = 0
+    for _ in range(reps):
+        reference = [rng.gauss(0, sd) for _ in range(n_reference)]
+        arm: list[float] = []
+        need: int | None = looks[0]
+        while need is not None:
+            arm += [rng.gauss(effect, sd) for _ in range(need - len(arm))]
+            found, need = sequential_step(arm, reference, looks, alpha, margin)
+        counts[found["verdict"]] += 1
+        seeds += len(arm)
+    return {**{k: v / reps for k, v in counts.items()}, "mean_seeds": seeds / reps}

@@ -37,36 +37,36 @@ def _row(question: str, subject: str, a: int, op: str, b: int) -> Row:
     return {"question": question, "answer": answer}
 
 
-def _buys_more(rng: random.Random) -> Row:
+def _buys_more(rng: random.Random, fact: tuple[int, int] | None = None) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    a, b = _operands(rng)
+    a, b = fact or _operands(rng)
     question = f"{name} has {a} {item}. {name} buys {b} more. How many {item} does {name} have now?"
     return _row(question, f"{name} has", a, "+", b)
 
 
-def _gives_away(rng: random.Random) -> Row:
+def _gives_away(rng: random.Random, fact: tuple[int, int] | None = None) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    a, b = _operands(rng)
+    a, b = fact or _operands(rng)
     question = f"{name} has {a} {item} and gives {b} to a friend. How many {item} are left?"
     return _row(question, f"{name} has", a, "-", b)
 
 
-def _box_adds(rng: random.Random) -> Row:
+def _box_adds(rng: random.Random, fact: tuple[int, int] | None = None) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    a, b = _operands(rng)
+    a, b = fact or _operands(rng)
     question = (f"A box holds {a} {item}. {name} puts {b} more in it. "
                 f"How many {item} are in the box?")
     return _row(question, "The box holds", a, "+", b)
 
 
-def _loses_some(rng: random.Random) -> Row:
+def _loses_some(rng: random.Random, fact: tuple[int, int] | None = None) -> Row:
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    a, b = _operands(rng)
+    a, b = fact or _operands(rng)
     question = f"{name} collects {a} {item} and loses {b} of them. How many {item} are left?"
     return _row(question, f"{name} has", a, "-", b)
 
 
-TEMPLATES: list[Callable[[random.Random], Row]] = [_buys_more, _gives_away, _box_adds, _loses_some]
+TEMPLATES: list[Callable[..., Row]] = [_buys_more, _gives_away, _box_adds, _loses_some]
 
 
 def generate_problems(n: int, seed: int = 0) -> list[Row]:
@@ -98,3 +98,27 @@ def synthetic_split(split: str, n: int) -> list[Row]:
     rows = generate_problems(2 * n + 100, seed=SPLIT_SEEDS[split])  # few collide: ample spare
     return [row for row in rows if row["question"] not in seen][:n]
 
+
+
+CENSUS_SEED = 13579
+
+
+def census_split() -> list[Row]:
+    """Every sum once per template of its sign: 100 facts x 2 = 200 rows, none a training question.
+
+    The lab's evaluation set (helpers.ablations): a random test set of 200 rows covers only
+    about 87 of the 100 sums, some up to five times, so which sums were drawn moves a score as
+    much as the training does; here every sum counts the same. Names and items are drawn anew
+    for a question that the training pool holds.
+    """
+    rng = random.Random(CENSUS_SEED)
+    seen = {row["question"] for row in generate_problems(TRAIN_POOL, seed=SPLIT_SEEDS["train"])}
+    rows = []
+    for a in range(FIRST[0], FIRST[1] + 1):
+        for b in range(SECOND[0], SECOND[1] + 1):
+            for template in TEMPLATES:
+                row = template(rng, (a, b))
+                while row["question"] in seen:
+                    row = template(rng, (a, b))
+                rows.append(row)
+    return rows

@@ -4,11 +4,13 @@ resumes, and a name it does not know is one sentence."""
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
 import pytest
 
+from bench import ablations as bench
 from helpers.ablations import (
     ARMS,
     COURSE,
@@ -27,9 +29,6 @@ from helpers.paths import ROOT
 from helpers.profiles import PROFILES, SEED
 from helpers.stats import mean_difference, t_quantile, verdict
 
-sys.path.insert(0, str(ROOT / "bench"))
-import ablations as bench  # noqa: E402  (bench/ablations.py)
-
 SMOKE = PROFILES["smoke"]
 
 
@@ -44,7 +43,7 @@ def test_the_verdict_reads_the_interval_over_seeds():
     assert verdict([0.22, 0.24, 0.21, 0.23], course)["verdict"] == "helps"
     assert verdict([0.02, 0.05, 0.03, 0.01], course)["verdict"] == "hurts"
     wide = verdict([0.25, 0.05, 0.20, 0.10], course)
-    assert wide["verdict"] == "within the seed spread"
+    assert wide["verdict"] == "inconclusive"
     assert wide["low"] < 0 < wide["high"]
     assert wide["difference"] == pytest.approx(0.005)
 
@@ -78,8 +77,16 @@ def test_each_arm_changes_its_knob_and_nothing_else(tmp_path):
         changed = {line.split("=", 1)[0] for line in config_differences(config, course)}
         expected = set(chosen.overrides) | set(weights)
         assert changed == expected, name
-        if chosen.knob not in (COURSE, "rewards", "max_completion_length"):
+        if chosen.reference == COURSE and chosen.knob not in (
+                COURSE, "rewards", "max_completion_length", "lora_rank", "dynamic_sampling"):
             assert changed == {chosen.knob}, name
+        if chosen.reference != COURSE:  # a knob crossed with its reference's change
+            assert changed == {chosen.knob} | set(ARMS[chosen.reference].overrides), name
+    # What GRPOConfig cannot say: the LoRA rank, the budget, the dead-group resampling.
+    assert ARMS["lora_rank=1"].lora_rank == 1 and not ARMS["lora_rank=1"].overrides
+    assert ARMS["learning_rate=3e-4+120steps"].steps == 120
+    dynamic = ARMS["dynamic_sampling=on"]
+    assert dynamic.dynamic_sampling and not dynamic.overrides
     # Fewer completions per prompt means more prompts, at the same 32 completions a step.
     g2 = make_grpo_config(SMOKE, hw, tmp_path, **ARMS["num_generations=2"].overrides)
     assert g2.generation_batch_size == course.generation_batch_size == 32
@@ -93,23 +100,52 @@ def test_reward_arms_keep_the_course_weights():
     assert "correctness_reward" not in [f.__name__ for f in funcs]
     assert len(weights["reward_weights"]) == len(funcs) == 3
     assert reward_setup(ARMS[COURSE]) == (None, {})
+    funcs, weights = reward_setup(ARMS["rewards=random"])
+    assert weights == {"reward_weights": [2.0]}
+
+
+def test_the_random_reward_is_a_fair_coin_from_the_runs_seed():
+    import torch
+
+    from helpers.ablations import random_reward
+
+    torch.manual_seed(3407)
+    first = random_reward(["x"] * 2000)
+    torch.manual_seed(3407)
+    assert random_reward(["x"] * 2000) == first
+    assert set(first) == {0.0, 1.0} and abs(sum(first) / 2000 - 0.5) < 0.05
 
 
 def test_the_grid_covers_the_knobs_the_lab_teaches():
     assert {"loss_type", "scale_rewards", "num_generations", "beta", "learning_rate",
-            "num_iterations", "max_completion_length", "rewards"} <= set(KNOBS)
+            "num_iterations", "max_completion_length", "rewards", "epsilon_high",
+            "importance_sampling_level", "temperature", "lora_rank", "dynamic_sampling"} \
+        <= set(KNOBS)
+    assert ARMS["scale_rewards=batch"].overrides == {"scale_rewards": "batch"}
     assert [a.name for a in knob_arms("beta")] == [COURSE, "beta=0.04"]
+    assert [a.name for a in knob_arms("epsilon_high")] == [
+        COURSE, "epsilon_high=0.28", "num_iterations=2", "epsilon_high=0.28+iter2"]
     jobs = bench.default_jobs()
     per_arm = {name: sum(1 for a, _, k in jobs if a == name and k == "native") for name in ARMS}
     assert per_arm[COURSE] == bench.COURSE_SEEDS and min(per_arm.values()) >= 4
     assert {a for a, _, k in jobs if k == bench.RERUN_KERNEL} == set(bench.RERUN_ARMS)
     assert len(set(jobs)) == len(jobs)
+    # The reruns on the other kernel path use seeds the native grid never ran.
+    native = {s for _, s, k in jobs if k == "native"}
+    assert not native & {s for _, s, k in jobs if k == bench.RERUN_KERNEL}
+
+
+def test_the_a_a_controls_say_why_they_must_match_their_reference():
+    controls = {n for n, a in ARMS.items() if a.same_as_reference}
+    assert controls == {"loss_type=bnpo", "epsilon_high=0.28", "importance_sampling_level=sequence"}
+    assert all(ARMS[n].reference == COURSE for n in controls)
+    assert {n for n, a in ARMS.items() if a.control} == {"rewards=format", "rewards=random"}
 
 
 def test_an_unknown_arm_or_knob_is_one_sentence():
     with pytest.raises(UnknownArmError, match=r"^Unknown arm 'lr=1': the known arms are course, "):
         arm("lr=1")
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "ablations.py"), "--knob", "kl"],
+    done = subprocess.run([sys.executable, "-m", "bench.ablations", "--knob", "kl"],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("Unknown knob 'kl': the known knobs are loss_type, ")
@@ -130,9 +166,12 @@ def test_signals_average_trls_log_and_predict_dead_groups():
     assert found["zero_std_predicted"] == pytest.approx(expected)
 
 
-def _row(name, seed, gain, kernel="native"):
-    return {"arm": name, "knob": ARMS[name].knob, "seed": seed, "gain": gain,
-            "kernel_path": kernel, "signals": {"zero_std": 0.1}, "run_seconds": 1.0}
+def _row(name, seed, gain, kernel="native", correct=None):
+    return {"arm": name, "knob": ARMS[name].knob, "seed": seed, "gain": gain, "base": 0.4,
+            "kernel_path": kernel, "signals": {"zero_std": 0.1}, "run_seconds": 1.0,
+            "reference": ARMS[name].reference, "steps": 60, "n": 200,
+            "curve": [[0, 0.4], [30, 0.4 + gain / 2], [60, 0.4 + gain]],
+            "correct": correct or f"{seed:0200b}"}
 
 
 def test_summaries_compare_each_arm_with_the_course_on_its_own_kernel_path():
@@ -142,7 +181,10 @@ def test_summaries_compare_each_arm_with_the_course_on_its_own_kernel_path():
     summary = summarize(rows)
     assert summary[COURSE]["verdict"] is None and summary[COURSE]["seeds"] == 4
     assert summary["beta=0.04"]["verdict"]["verdict"] == "hurts"
+    assert summary["beta=0.04"]["verdict"]["holm"] == "hurts"  # a family of one
     assert summary["beta=0.04"]["low"] == 0.01 and summary["beta=0.04"]["high"] == 0.05
+    assert summary["beta=0.04"]["auc"] == pytest.approx(statistics.fmean([0.02, 0.05, 0.03,
+                                                                          0.01]) / 2)
     assert summarize(rows, "default")[COURSE]["gains"] == [0.5]
 
 
@@ -199,3 +241,193 @@ def test_the_light_install_loader_trains_and_scores_as_unsloth_does(tmp_path):
     assert peft["loader"] == "peft"
     assert peft["base"] == ours["base"] > 0
     assert peft["signals"]["correctness"] == ours["signals"]["correctness"]
+
+
+# ---- The lab's evaluation set, and what its per-problem results allow ------------------------
+
+def test_the_lab_scores_on_a_census_of_the_sums():
+    from helpers.ablations import coverage, fact_of, lab_problems
+    from helpers.synthetic import TRAIN_POOL, synthetic_split
+
+    rows = lab_problems()
+    found = coverage(rows)
+    assert found == {"problems": 200, "facts": 100, "most_repeats": 2,
+                     "effective_facts": pytest.approx(100), "answers": 20}
+    heldout = coverage(synthetic_split("test", 200))  # notebooks 05/06's set, unchanged
+    assert heldout["facts"] < 100 and heldout["effective_facts"] < 80
+    train = {r["question"] for r in synthetic_split("train", TRAIN_POOL)}
+    assert not train & {r["question"] for r in rows}
+    assert rows == lab_problems()  # the same every time
+    assert fact_of(rows[0]) == "10+1"
+
+
+def test_wording_noise_is_measured_from_the_two_questions_of_each_sum():
+    """Runs that differ only by chance on one wording of some sums: the evaluation's share of
+    their spread is all of it; runs that differ by whole sums: little of it."""
+    import random
+
+    from helpers.ablations import evaluation_noise, lab_problems
+
+    rows = lab_problems()
+    pairs: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        pairs.setdefault(row["answer"].split("<<")[1].split("=")[0], []).append(i)
+    rng = random.Random(0)
+
+    def run(seed, flip):
+        bits = [1] * 200
+        for i, j in pairs.values():
+            if flip == "wording" and rng.random() < 0.3:
+                bits[rng.choice((i, j))] = 0
+            if flip == "sum" and rng.random() < 0.3:
+                bits[i] = bits[j] = 0
+        gain = sum(bits) / 200 - 0.4
+        return {**_row(COURSE, seed, gain, correct="".join(map(str, bits)))}
+
+    wording = evaluation_noise([run(s, "wording") for s in range(SEED, SEED + 8)])
+    facts = evaluation_noise([run(s, "sum") for s in range(SEED, SEED + 8)])
+    assert 0.6 < wording["course"]["share"] < 1.6
+    assert facts["course"]["share"] < 0.1
+    assert facts["course"]["random_set_share"] > facts["course"]["share"]
+
+
+def test_an_a_a_arm_is_identical_or_not_different():
+    from helpers.ablations import a_a_check
+
+    seeds = range(SEED, SEED + 4)
+    course = [_row(COURSE, s, g) for s, g in zip(seeds, [0.15, 0.12, 0.17, 0.14], strict=True)]
+    twin = [{**r, "arm": "loss_type=bnpo"} for r in course]
+    assert a_a_check(twin, course) == "identical on every seed"
+    close = [_row("loss_type=bnpo", s, g) for s, g in
+             zip(seeds, [0.16, 0.13, 0.15, 0.14], strict=True)]
+    assert a_a_check(close, course) == "not different"
+    far = [_row("loss_type=bnpo", s, g) for s, g in
+           zip(seeds, [0.02, 0.03, 0.01, 0.02], strict=True)]
+    assert a_a_check(far, course) == "different"
+    rows = course + twin + [_row("beta=0.04", s, 0.1) for s in range(SEED, SEED + 4)]
+    summary = summarize(rows)
+    assert summary["loss_type=bnpo"]["a_a"] == "identical on every seed"
+    assert "holm" not in summary["loss_type=bnpo"]["verdict"]  # not in the family
+
+
+def test_the_reference_check_tells_exact_consistent_and_shifted():
+    from helpers.ablations import reference_check
+
+    stored = [_row(COURSE, SEED + i, g) for i, g in enumerate(
+        [0.18, 0.21, 0.16, 0.24, 0.145, 0.19, 0.155, 0.28])]
+    assert reference_check(stored[:2], stored)["status"] == "exact"
+    moved = [{**r, "correct": "1" * 200, "gain": r["gain"] + 0.01} for r in stored[:2]]
+    assert reference_check(moved, stored)["status"] == "consistent"
+    shifted = [{**r, "correct": "1" * 200, "gain": r["gain"] + 0.15} for r in stored[:2]]
+    found = reference_check(shifted, stored)
+    assert found["status"] == "shifted" and found["local_mean"] > found["high"]
+
+
+def test_the_two_parameter_dead_group_curve():
+    """A spread of pass rates across prompts: 0 is the one-parameter formula; at G = 2 the excess
+    is twice the variance of the pass rates (Beta: spread x p(1-p))."""
+    from helpers.ablations import fit_spread
+
+    assert dead_group_share(0.3, 8, 0.0) == pytest.approx(0.3**8 + 0.7**8)
+    for p, rho in [(0.4, 0.2), (0.1, 0.05), (0.7, 0.5)]:
+        assert dead_group_share(p, 2, rho) == pytest.approx(p**2 + (1 - p) ** 2
+                                                            + 2 * rho * p * (1 - p))
+        assert dead_group_share(p, 8, rho) > dead_group_share(p, 8)
+    points = [(g, p, dead_group_share(p, g, 0.2)) for g in (2, 4, 8) for p in (0.3, 0.4, 0.5)]
+    assert fit_spread(points) == pytest.approx(0.2, abs=0.001)
+
+
+def test_resampled_groups_stack_as_trl_pads_them():
+    import torch
+
+    from helpers.ablations import _group, _stack
+
+    def batch(prompt_len, completion_len, lengths):
+        n = len(lengths)
+        mask = torch.tensor([[1] * k + [0] * (completion_len - k) for k in lengths])
+        return {"prompt_ids": torch.ones(n, prompt_len, dtype=torch.long),
+                "prompt_mask": torch.ones(n, prompt_len, dtype=torch.long),
+                "completion_ids": torch.full((n, completion_len), 5), "completion_mask": mask,
+                "advantages": torch.arange(n, dtype=torch.float),
+                "num_items_in_batch": mask.sum()}
+
+    a, b = batch(3, 4, [4, 2]), batch(5, 2, [2, 1])
+    out = _stack([_group(a, 0, 2), _group(b, 0, 2)], pad=0)
+    assert out["prompt_ids"].shape == (4, 5) and out["completion_ids"].shape == (4, 4)
+    assert out["prompt_mask"][0].tolist() == [0, 0, 1, 1, 1]  # left-padded prompts
+    assert out["completion_mask"][2].tolist() == [1, 1, 0, 0]  # right-padded completions
+    assert out["num_items_in_batch"].item() == 4 + 2 + 2 + 1
+    assert out["advantages"].tolist() == [0.0, 1.0, 0.0, 1.0]
+
+
+def test_the_design_is_measured_from_the_rows():
+    from helpers.ablations import design
+
+    rows = [_row(COURSE, SEED + i, 0.15 + 0.01 * (i % 4)) for i in range(8)]
+    for name in ("beta=0.04", "loss_type=grpo", "scale_rewards=none"):
+        rows += [_row(name, SEED + i, 0.14 + 0.012 * i) for i in range(4)]
+    found = design(rows)
+    assert found["power"]["mde"] > 0 and found["power"]["family"] == 3
+    assert found["blocks"]["residual_df"] == 9 and found["blocks"]["arms"][0] == COURSE
+    assert found["coverage"]["census"]["facts"] == 100
+    assert design(rows[:1])["power"] is None  # a grid just started saves without a verdict
+
+
+# ---- A learner's own arm: checked before anything trains ---------------------------------------
+
+def _good(completions, answer, **kwargs):
+    return [1.0 if a in str(c) else 0.0 for c, a in zip(completions, answer, strict=True)]
+
+
+@pytest.mark.parametrize(("kwargs", "said"), [
+    ({"overrides": {"lr": 1e-4}}, "has no field 'lr'"),
+    ({"overrides": {"learning_rat": 1e-4}}, "did you mean 'learning_rate'"),
+    ({"overrides": {"seed": 1}}, "which the lab sets itself"),
+    ({"overrides": {"num_generations": 3}}, "cannot train: "),
+    ({"lora_rank": 0}, "lora_rank must be a whole number"),
+    ({"rewards": [_good]}, "wrap each reward function in a record"),
+])
+def test_a_bad_arm_is_one_sentence_naming_the_fix(kwargs, said):
+    from helpers.ablations import ArmError, arm_from
+
+    with pytest.raises(ArmError) as error:
+        arm_from("mine", **kwargs)
+    message = str(error.value)
+    assert said in message and "\n" not in message and message.endswith((".", "?"))
+
+
+def _raises(completions, **kwargs):
+    return [float(str(c)[0]) for c in completions]
+
+
+def _short(completions, **kwargs):
+    return [1.0]
+
+
+def _nan(completions, **kwargs):
+    return [math.nan] * len(completions)
+
+
+@pytest.mark.parametrize(("func", "said"), [
+    (_raises, "Reward _raises raised "),
+    (_short, "returned 1 scores for 7 completions"),
+    (_nan, "returned nan"),
+])
+def test_a_broken_reward_fails_before_training(func, said, monkeypatch):
+    from helpers import ablations
+    from helpers.rewards import Reward
+
+    monkeypatch.setattr(ablations, "train_and_score", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ablations.ArmError, match=said) as error:
+        ablations.arm_from("mine", rewards=Reward(func, 1.0))
+    assert "\n" not in str(error.value)
+
+
+def test_a_good_arm_keeps_what_the_learner_wrote():
+    from helpers.ablations import arm_from
+    from helpers.rewards import REWARDS, Reward
+
+    mine = arm_from("mine", rewards=(*REWARDS, Reward(_good, 0.5)), overrides={"beta": 0.04})
+    assert mine.name == "mine" and mine.reference == COURSE
+    assert reward_setup(mine)[1] == {"reward_weights": [2.0, 0.5, 0.5, 0.5, 0.5, 0.5]}
+    assert mine.overrides == {"beta": 0.04}

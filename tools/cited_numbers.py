@@ -228,35 +228,132 @@ def learning_figures(runs: list[dict[str, Any]]) -> dict[str, str]:
 
 def ablation_figures(data: dict[str, Any]) -> dict[str, str]:
     """bench/ablations.py: per kernel path and arm, the mean gain, its range over seeds, the
-    verdict against the course's arm, and the training signals; the grid's size and time."""
+    verdict against its reference (raw, Holm, Benjamini-Hochberg), the mean gain over the run,
+    the training signals; the grid's size, time and design (power, seeds as blocks, the
+    evaluation's share of the spread, coverage, the dead-group fit, the reference check)."""
+    from helpers.stats import EQUIVALENCE_MARGIN, VERDICTS
+
     native = data["summary"].get("native", {})
+    tested = [s for s in native.values() if s["verdict"] and not s["same_as_reference"]]
     out: dict[str, str] = {
         "ablations.runs": str(sum(1 for r in data["rows"] if r["kernel_path"] == "native")),
         "ablations.reruns": str(sum(1 for r in data["rows"] if r["kernel_path"] != "native")),
         "ablations.steps": str(data["steps"]),
         "ablations.problems": str(data["problems"]),
         "ablations.wall": minutes(data["wall_seconds"]),
-        "ablations.arms": str(sum(1 for s in native.values() if s["verdict"])),
+        "ablations.arms": str(len(tested)),
+        "ablations.a_a": str(sum(1 for s in native.values()
+                                 if s["verdict"] and s["same_as_reference"])),
+        "ablations.margin": f"{100 * EQUIVALENCE_MARGIN:.0f}",
     }
-    for said in ("helps", "hurts", "within the seed spread"):
-        out[f"ablations.{said.split()[0]}"] = str(
-            sum(1 for s in native.values() if (s["verdict"] or {}).get("verdict") == said))
+    for said in VERDICTS:
+        for method in ("verdict", "holm", "bh"):
+            key = "ablations" if method == "verdict" else f"ablations.{method}"
+            out[f"{key}.{said}"] = str(sum(1 for s in tested if s["verdict"][method] == said))
     for kernel, summary in data["summary"].items():
         prefix = "ablations" if kernel == "native" else f"ablations.{kernel}"
         for arm, s in summary.items():
-            key = f"{prefix}.{arm}"
-            out |= {f"{key}.mean": points(100 * s["mean"]), f"{key}.seeds": str(s["seeds"]),
-                    f"{key}.range": f"{points(100 * s['low'])} to {points(100 * s['high'])}"}
-            out |= {f"{key}.{name}": (f"{value:.5f}" if name == "kl" else f"{value:.1f}"
-                                      if name == "length" else percent(value))
-                    for name, value in s["signals"].items()}
-            if s["verdict"]:
-                v = s["verdict"]
-                out |= {f"{key}.verdict": v["verdict"],
-                        f"{key}.difference": points(100 * v["difference"]),
-                        f"{key}.interval": f"[{points(100 * v['low'])}, "
-                                           f"{points(100 * v['high'])}]"}
-    return out | machine_figures("ablations", data)
+            out |= _arm_figures(f"{prefix}.{arm}", s)
+    return out | _design_figures(data.get("design", {})) | machine_figures("ablations", data)
+
+
+def _interval(low: float, high: float) -> str:
+    return f"[{points(100 * low)}, {points(100 * high)}]"
+
+
+def _arm_figures(key: str, s: dict[str, Any]) -> dict[str, str]:
+    """One arm's figures: gains, signals, the verdict and the mean gain over the run."""
+    out = {f"{key}.mean": points(100 * s["mean"]), f"{key}.seeds": str(s["seeds"]),
+           f"{key}.range": f"{points(100 * s['low'])} to {points(100 * s['high'])}"}
+    out |= {f"{key}.{name}": (f"{value:.5f}" if name == "kl" else f"{value:.1f}"
+                              if name == "length" else f"{value:.2f}"
+                              if name == "extra_generations" else percent(value))
+            for name, value in s["signals"].items()}
+    if s.get("auc") is not None:
+        out[f"{key}.auc"] = points(100 * s["auc"])
+    out |= {f"{key}.{k}": f"{s[k]:.1f}" for k in ("fixed", "broken") if k in s}
+    if s.get("a_a"):
+        out[f"{key}.a_a"] = s["a_a"]
+    v = s["verdict"]
+    if v:
+        out |= {f"{key}.verdict": v["verdict"], f"{key}.difference": points(100 * v["difference"]),
+                f"{key}.interval": _interval(v["low"], v["high"]),
+                f"{key}.interval90": _interval(v["low90"], v["high90"]),
+                f"{key}.p": f"{v['p']:.3f}" if v["p"] >= 0.001 else "<0.001"}
+        for method in ("holm", "bh"):
+            if method in v:
+                p = v[f"p_{method}"]
+                out |= {f"{key}.{method}": v[method],
+                        f"{key}.p_{method}": f"{p:.3f}" if p >= 0.001 else "<0.001"}
+    if s.get("verdict_auc"):
+        a = s["verdict_auc"]
+        out |= {f"{key}.auc_verdict": a["verdict"],
+                f"{key}.auc_difference": points(100 * a["difference"]),
+                f"{key}.auc_interval": _interval(a["low"], a["high"])}
+    return out
+
+
+def _design_figures(design: dict[str, Any]) -> dict[str, str]:
+    """The grid's design, measured (helpers.ablations.design)."""
+    out: dict[str, str] = {}
+    if design.get("power"):
+        p = design["power"]
+        out |= {"ablations.sd": f"{100 * p['sd']:.1f}", "ablations.mde": f"{100 * p['mde']:.1f}",
+                "ablations.mde_holm": f"{100 * p['mde_holm']:.1f}"}
+        out |= {f"ablations.mde_seeds.{n}": f"{100 * v:.1f}"
+                for n, v in p["mde_equal_seeds"].items()}
+    if design.get("blocks"):
+        b = design["blocks"]
+        out |= {"ablations.blocks.mde": f"{100 * b['mde']:.1f}",
+                "ablations.blocks.residual_sd": f"{100 * b['residual_sd']:.1f}",
+                "ablations.blocks.df": str(b["residual_df"]),
+                "ablations.blocks.arms": str(len(b["arms"])),
+                "ablations.blocks.seed_f": f"{b['seed_f']:.1f}",
+                "ablations.blocks.seed_p": f"{b['seed_p']:.3f}"}
+    for name, e in (design.get("evaluation") or {}).items():
+        if isinstance(e, dict):
+            out |= {f"ablations.evaluation.{name}.share": percent(e["share"]),
+                    f"ablations.evaluation.{name}.sd": f"{100 * e['evaluation_sd']:.1f}",
+                    f"ablations.evaluation.{name}.seed_sd": f"{100 * e['seed_sd']:.1f}",
+                    f"ablations.evaluation.{name}.random_set_share":
+                        percent(e["random_set_share"]),
+                    f"ablations.evaluation.{name}.runs": str(e["runs"])}
+    for name, c in (design.get("coverage") or {}).items():
+        out |= {f"ablations.coverage.{name}.{k}": (f"{v:.0f}" if k == "effective_facts"
+                                                   else str(v)) for k, v in c.items()}
+    if design.get("dead_groups"):
+        d = design["dead_groups"]
+        out["ablations.dead.spread"] = f"{d['spread']:.2f}"
+        for arm, a in d["arms"].items():
+            out |= {f"ablations.dead.{arm}.{k}": percent(v) for k, v in a.items()
+                    if k != "group_size"}
+    for kernel, checks in (design.get("reference_check") or {}).items():
+        for which, c in checks.items():
+            key = f"ablations.reference.{kernel}.{which}"
+            out |= {f"{key}.status": c["status"],
+                    f"{key}.local_mean": points(100 * c["local_mean"]),
+                    f"{key}.interval": f"{points(100 * c['low'])} to {points(100 * c['high'])}"}
+    return out
+
+
+def lab_arm_figures(data: dict[str, Any]) -> dict[str, str]:
+    """bench/ablations.py --one-cell: notebook 11's own arm at the grid's size, timed; the median
+    of the runs that found the reference check done, and the first run, which ran it too."""
+    runs = data["runs"]
+    timed = [r for r in runs if r["reference_cached"]]
+    first = [r for r in runs if not r["reference_cached"]]
+    last = runs[-1]
+    v = last["verdict"]
+    out = {"lab_arm.verdict": v["verdict"], "lab_arm.difference": points(100 * v["difference"]),
+           "lab_arm.interval": _interval(v["low"], v["high"]),
+           "lab_arm.seeds": str(last["seeds"]), "lab_arm.steps": str(last["steps"])}
+    if timed:
+        out |= {"lab_arm.minutes": minutes(statistics.median(r["seconds"] for r in timed)),
+                "lab_arm.timed": str(len(timed)),
+                "lab_arm.load": f"{statistics.median(r['load_start'] for r in timed):.1f}"}
+    if first:
+        out["lab_arm.first_minutes"] = minutes(first[0]["seconds"])
+    return out | machine_figures("lab_arm", data)
 
 
 def machine_figures(prefix: str, data: dict[str, Any]) -> dict[str, str]:
@@ -384,6 +481,8 @@ SOURCES: dict[str, Source] = {
     "grpo_vs_trl": Source("runs/bench/grpo_vs_trl.json", BENCH_FIX, grpo_vs_trl_figures),
     "smoke_model": Source("runs/bench/smoke_model.json", BENCH_FIX, smoke_model_figures),
     "ablations": Source("runs/bench/ablations.json", BENCH_FIX, ablation_figures),
+    "lab_arm": Source("runs/bench/lab_arm.json", "python -m bench.ablations --one-cell",
+                      lab_arm_figures),
     "cpu_seconds": Source("runs/bench/course_times.json", "make execute-notebooks",
                           course_time_figures),
     "profile": Source("helpers/profiles.py", "git restore helpers/profiles.py", profile_figures,

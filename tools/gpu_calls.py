@@ -104,6 +104,7 @@ GRPO_SETTINGS_KWARGS = (
 GRPO_KWARGS = (
     *GRPO_SETTINGS_KWARGS,
     "save_strategy",  # the callers' overrides (helpers/ablations.py)
+    "importance_sampling_level",  # notebook 11's GSPO arms (helpers.ablations.KNOBS)
     # scripts/train_grpo.py's overrides (several processes, or a vLLM server)
     "ddp_find_unused_parameters", "use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port",
 )

@@ -67,9 +67,11 @@ MUTATIONS: dict[str, Callable[[], None]] = {
 def run_on_kernel_path(
     kernel: str, seed: int | None = None, mutation: str | None = None,
     max_steps: int | None = None, timeout: float = 1200, arm: str | None = None,
+    lab: bool = False,
 ) -> dict[str, Any]:
     """`helpers.ablations.train_and_score` (the course's arm, or another `arm`) in a fresh process
-    on `kernel` (a KERNEL_PATHS name), without its log history.
+    on `kernel` (a KERNEL_PATHS name), without its log history; `lab` scores it as the ablation
+    lab does (its census of the sums, a held-out curve, each problem's result).
 
     A run that fails (a mutation that breaks training, say) raises RuntimeError with the child's
     last lines of output.
@@ -84,6 +86,7 @@ def run_on_kernel_path(
     command += [] if mutation is None else ["--mutation", mutation]
     command += [] if max_steps is None else ["--max-steps", str(max_steps)]
     command += [] if arm is None else ["--arm", arm]
+    command += ["--lab"] if lab else []
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0:
@@ -98,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mutation", choices=sorted(MUTATIONS), default=None)
     parser.add_argument("--max-steps", type=int, default=None, help="default: the profile's")
     parser.add_argument("--arm", default="course", help="an arm of helpers.ablations.ARMS")
+    parser.add_argument("--lab", action="store_true",
+                        help="score as the ablation lab does (helpers.ablations.train_and_score)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args(argv)
     import unsloth  # noqa: F401  (before trl: it patches it)
@@ -107,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mutation:
         MUTATIONS[args.mutation]()
     with tempfile.TemporaryDirectory() as folder:
-        gain = train_and_score(Path(folder), args.seed, args.max_steps, args.arm)
+        gain = train_and_score(Path(folder), args.seed, args.max_steps, args.arm, lab=args.lab)
     gain.pop("log_history")
     if args.json:
         print(json.dumps(gain))

@@ -1,0 +1,54 @@
+"""A learner's own arm, end to end on the smoke profile: a reward written in a cell (here, in the
+test's body: a function no other process could import), registered with one call, trained over
+seeds beside the course's arm and judged in four words, on a short grid."""
+
+import pytest
+
+from helpers.stats import VERDICTS
+
+
+def test_a_reward_written_in_a_cell_gets_a_verdict(tmp_path, monkeypatch, capsys):
+    import unsloth  # noqa: F401  (before trl, as the notebook's first cells do)
+
+    from helpers.ablations import arm_from, local_reference, try_arm
+    from helpers.rewards import REWARDS, Reward, extract_answer
+
+    monkeypatch.setenv("GRPO_COURSE_CACHE", str(tmp_path))  # the reference runs are cached there
+
+    def off_by_one(completions, answer, **kwargs):
+        """Half credit for an answer one away from the gold one."""
+        scores = []
+        for completion, gold in zip(completions, answer, strict=True):
+            said = extract_answer(completion[0]["content"]) or ""
+            near = said.lstrip("-").isdigit() and abs(int(said) - int(gold)) <= 1
+            scores.append(1.0 if said == gold else 0.5 if near else 0.0)
+        return scores
+
+    mine = arm_from("off_by_one", rewards=(Reward(off_by_one, 2.0), *REWARDS[1:]))
+    result = try_arm(mine, seeds=2, steps=2, grid={"rows": []}, problems=40)
+    out = capsys.readouterr().out
+    assert result["verdict"]["verdict"] in VERDICTS
+    assert [r["seed"] for r in result["rows"]] == [3407, 3408]
+    assert len(result["reference"]) == 2 and result["reference"][0]["arm"] == "course"
+    assert all(len(r["correct"]) == 40 and r["curve"][-1][0] == 2 for r in result["rows"])
+    assert "[2/2] off_by_one, seed" in out and "all done in" in out
+    assert out.strip().splitlines()[-1].startswith("off_by_one: ")
+    # The reference runs are kept: the next arm on this machine does not run them again.
+    again, _, _ = local_reference([], 2, unstored=2, problems=40)
+    assert "The course's arm, here" not in capsys.readouterr().out
+    assert again == result["reference"]
+
+
+def test_a_broken_reward_in_a_cell_stops_before_training(tmp_path, monkeypatch):
+    from helpers import ablations
+    from helpers.rewards import Reward
+
+    def count_digits(completions, **kwargs):
+        return [sum(ch.isdigit() for ch in c) for c in completions]  # c is a message list
+
+    monkeypatch.setattr(ablations, "run_seeds", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ablations.ArmError) as error:
+        ablations.try_arm(ablations.arm_from("digits", rewards=Reward(count_digits, 1.0)))
+    message = str(error.value)
+    assert message.startswith("Reward count_digits raised AttributeError(")
+    assert "make it return a number for every completion" in message and "\n" not in message
