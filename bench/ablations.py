@@ -34,13 +34,12 @@ from typing import Any
 from bench._results import bench_dir, dumps, machine
 from helpers.ablations import ARMS, COURSE, UnknownArmError, arm, design, knob_arms, summarize
 from helpers.profiles import PROFILES, SEED
-from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path
+from tools.smoke_runs import KERNEL_PATHS, another_kernel_path, run_on_kernel_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 SEEDS = 4  # per arm; the course's arm, every knob's reference, gets twice as many
 COURSE_SEEDS = 8
-RERUN_KERNEL = "default"  # torch's scalar kernels: the path furthest from this machine's own
 RERUN_ARMS = (COURSE, "learning_rate=3e-4", "rewards=format")
 RERUN_FIRST_SEED = SEED + COURSE_SEEDS  # seeds the native grid never ran: new runs, not repeats
 WORKERS = 2  # one thread each: the two cores
@@ -70,9 +69,10 @@ def plan(names: list[str], kernel: str, seeds: int | None,
 
 
 def default_jobs() -> list[tuple[str, int, str]]:
-    """The grid `make bench` runs: every arm on this CPU's kernels, then the reruns."""
+    """The grid `make bench` runs: every arm on this CPU's kernels, then the reruns on the path
+    furthest from them that this CPU can run (torch's scalar kernels where it can)."""
     return (plan(list(ARMS), "native", None)
-            + plan(list(RERUN_ARMS), RERUN_KERNEL, SEEDS, RERUN_FIRST_SEED))
+            + plan(list(RERUN_ARMS), another_kernel_path(), SEEDS, RERUN_FIRST_SEED))
 
 
 class Grid:
@@ -166,9 +166,11 @@ def one_cell(seeds: int = SEEDS) -> dict[str, Any]:
     """Notebook 11's own arm at the grid's size, timed as a learner meets it: the cell that
     writes the reward and calls arm_from, then try_arm against the stored course arm (the
     reference check first, once per machine). Appends the run to runs/bench/lab_arm.json."""
-    from helpers.ablations import backend, reference_cache, try_arm
+    from helpers.ablations import reference_cache, try_arm
+    from helpers.launch import plan_run
 
-    backend()  # unsloth before trl, as the notebook's first cells do
+    if plan_run(PROFILES["smoke"]).backend == "unsloth":
+        import unsloth  # noqa: F401  (before trl, which it patches)
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     source = next("".join(c["source"]) for c in cells if c["cell_type"] == "code"
                   and "".join(c["source"]).startswith(ONE_CELL))

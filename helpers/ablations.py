@@ -372,19 +372,6 @@ def signals(log_history: Sequence[dict[str, Any]], num_generations: int) -> dict
     return out
 
 
-def backend() -> str:
-    """"unsloth" where it is installed (notebook 05's loader: CI, a full install), imported here
-    so that it comes before trl as it must; else "peft": transformers + peft load the same 4-bit
-    base and LoRA (helpers.launch.load_peft), as on Colab's light install, which has no unsloth."""
-    import importlib.util
-
-    if importlib.util.find_spec("unsloth") is None:
-        return "peft"
-    import unsloth  # noqa: F401  (it patches trl and transformers on import)
-
-    return "unsloth"
-
-
 def _curve_callback(tokenizer: Any, rows: list[dict[str, str]], profile: Any,
                     output_dir: Path) -> Any:
     """The training notebook's held-out callback, every CURVE_EVERY steps between the base score
@@ -502,8 +489,8 @@ def train_and_score(output_dir: Path, seed: int | None = None, max_steps: int | 
                     problems: int | None = None, lab: bool = False) -> dict[str, Any]:
     """Train the smoke model as notebook 05 does, with one arm's change; score it as notebook 06.
 
-    `loader` is "unsloth" (the caller imports unsloth first; the adapter is saved and loaded back
-    as notebook 06 does) or "peft" (scored in memory); None: `backend()`. `problems` scores only
+    `loader` is "unsloth" (the adapter is saved and loaded back as notebook 06 does) or "peft"
+    (scored in memory); None: what `helpers.launch.plan_run` picks here. `problems` scores only
     the first so many problems. Without `lab`, the evaluation notebook's 200 held-out problems;
     with it, the lab's census (`lab_problems`), held-out accuracy every CURVE_EVERY steps
     (`curve`), each problem's result (`correct`, `base_correct`: "0"/"1" per problem) and the
@@ -514,32 +501,24 @@ def train_and_score(output_dir: Path, seed: int | None = None, max_steps: int | 
     from helpers.data import load_gsm8k
     from helpers.evaluation import decoding_settings, evaluate
     from helpers.grpo_config import make_grpo_config
-    from helpers.grpo_run import build_trainer
+    from helpers.grpo_run import Instrument, build_trainer
     from helpers.hardware import cpu_kernel_path, detect_hardware, use_one_cpu_thread
+    from helpers.launch import load_model, plan_run
     from helpers.profiles import PROFILES, SEED
     from helpers.resume import save_adapter
     from helpers.run_folder import RunFolder
     from helpers.stats import paired_test
 
     chosen = arm_name if isinstance(arm_name, Arm) else arm(arm_name)
-    loader = loader or backend()
     profile, hw = PROFILES["smoke"], detect_hardware()
     if chosen.lora_rank is not None:
         profile = replace(profile, lora_rank=chosen.lora_rank)
+    plan = plan_run(profile)
+    if loader is not None and loader != plan.backend:
+        plan = replace(plan, backend=loader, why=f"{loader}, as asked")
+    loader = plan.backend
     use_one_cpu_thread(hw)  # as the notebooks' start() does
-    # ---- Loading: the model with LoRA, and its tokenizer (one place, for helpers.launch) ----
-    if loader == "unsloth":
-        from unsloth import FastLanguageModel  # first: it patches trl on import
-
-        from helpers.loading import load_kwargs, lora_kwargs
-
-        model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
-        model = FastLanguageModel.get_peft_model(model, **lora_kwargs(profile))
-    else:
-        from helpers.launch import load_peft
-
-        model, tokenizer = load_peft(profile, hw, load_in_4bit=True)
-    # ---- end of loading ----
+    model, tokenizer = load_model(profile, hw, plan)
     rewards = reward_setup(chosen)[0]
     overrides: dict[str, Any] = {"seed": SEED if seed is None else seed, "save_strategy": "no",
                                  **arm_overrides(chosen)}
@@ -548,10 +527,10 @@ def train_and_score(output_dir: Path, seed: int | None = None, max_steps: int | 
     config = make_grpo_config(profile, hw, output_dir, **overrides)
     scored = lab_problems()[:problems] if lab else None
     # The run notebook 05 trains, without its callbacks: no figure, samples or checkpoints.
-    trainer = build_trainer(model, tokenizer, config, profile, output_dir,
-                            sample_completions=False, reward_funcs=rewards,
-                            callbacks=[_curve_callback(tokenizer, scored, profile, output_dir)]
-                            if lab else ())
+    trainer = build_trainer(model, tokenizer, config, profile, output_dir, writer=False,
+                            adapter=False, samples=False, reward_funcs=rewards,
+                            instrument=Instrument(callbacks=[_curve_callback(
+                                tokenizer, scored, profile, output_dir)] if lab else ()))
     if lab:
         count_dead_correctness(trainer)
     if chosen.dynamic_sampling:
@@ -701,38 +680,53 @@ def _p(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def grid_table(summary: dict[str, Any]) -> str:
+GRID_COLUMNS = ("arm", "seeds", "mean", "range", "difference [95%]", "p", "verdict", "Holm", "BH")
+
+
+def grid_rows(summary: dict[str, Any]) -> list[list[str]]:
     """Knob by knob: each arm's mean gain, its range over seeds, the difference from its
     reference with Welch's 95% interval and p-value, and the verdict raw, after Holm and after
-    Benjamini-Hochberg over the grid's family of tests (an A/A control: its check instead)."""
+    Benjamini-Hochberg over the grid's family of tests (an A/A control: its check instead); one
+    list of GRID_COLUMNS' cells per arm, the reference first."""
     course = summary[COURSE]
-    lines = [f"{'arm':<41}{'seeds':>5}{'mean':>7}  {'range':<16}{'difference [95%]':<21}"
-             f"{'p':>7}  {'verdict':<13}{'Holm':<13}BH",
-             f"{COURSE:<41}{course['seeds']:>5}{_points(course['mean']):>7}  "
-             f"{_points(course['low'])} to {_points(course['high']):<8}(the reference)"]
+    rows = [[COURSE, str(course["seeds"]), _points(course["mean"]),
+             f"{_points(course['low'])} to {_points(course['high'])}", "(the reference)",
+             "", "", "", ""]]
     names = [a.name for arms in KNOBS.values() for a in arms.values()]
     names += [n for n in summary if n != COURSE and n not in ARMS]  # a learner's arms
     for name in names:
         s = summary.get(name)
         if s is None:
             continue
-        line = _table_line(name, s)
-        if s["reference"] not in (None, COURSE):
-            line += f"  (vs {s['reference']})"
-        lines.append(line)
+        shown = name if s["reference"] in (None, COURSE) else f"{name} (vs {s['reference']})"
+        cells = [shown, str(s["seeds"]), _points(s["mean"]),
+                 f"{_points(s['low'])} to {_points(s['high'])}"]
+        said = s["verdict"]
+        if said is None:
+            rows.append([*cells, "(too few seeds for a verdict)", "", "", "", ""])
+            continue
+        against = f"{_points(said['difference'])} [{_points(said['low'])}, {_points(said['high'])}]"
+        adjusted = (["A/A control", s.get("a_a", "")] if s["same_as_reference"]
+                    else [said.get("holm", ""), said.get("bh", "")])
+        rows.append([*cells, against, _p(said["p"]), said["verdict"], *adjusted])
+    return rows
+
+
+def grid_table(summary: dict[str, Any]) -> str:
+    """`grid_rows` as aligned text, for a notebook's output."""
+    rows = [list(GRID_COLUMNS), *grid_rows(summary)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(GRID_COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
+
+
+def grid_markdown(summary: dict[str, Any]) -> str:
+    """`grid_rows` as a markdown table (docs/results.md holds a copy; a test compares them)."""
+    lines = ["| " + " | ".join(GRID_COLUMNS) + " |", "|" + "---|" * len(GRID_COLUMNS)]
+    for row in grid_rows(summary):
+        row = [f"`{row[0]}`", *row[1:]]
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
-
-
-def _table_line(name: str, s: dict[str, Any]) -> str:
-    said = s["verdict"]
-    head = (f"{name:<41}{s['seeds']:>5}{_points(s['mean']):>7}  "
-            f"{_points(s['low'])} to {_points(s['high']):<8}")
-    if said is None:
-        return head + "(too few seeds for a verdict)"
-    against = f"{_points(said['difference'])} [{_points(said['low'])}, {_points(said['high'])}]"
-    tail = (f"A/A: {s.get('a_a', '')}" if s["same_as_reference"] else
-            f"{said.get('holm', ''):<13}{said.get('bh', '')}")
-    return head + f"{against:<21}{_p(said['p']):>7}  {said['verdict']:<13}{tail}"
 
 
 # ---- The design, measured: power, seeds as blocks, the evaluation's noise, dead groups ---------

@@ -6,6 +6,7 @@ LoRA settings) for several processes (DDP, DeepSpeed ZeRO) or a vLLM server; not
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from collections.abc import Mapping
@@ -32,6 +33,7 @@ class Plan:
 
 def plan_run(profile: Profile, world_size: int = 1, vllm_server: bool = False) -> Plan:
     """The one place that picks unsloth or transformers + peft, and 4-bit or 16-bit weights.
+    The caller imports unsloth before trl when the plan names it (it patches trl on import).
 
     A vLLM server serves the same weights it receives, so a pre-quantized 4-bit model cannot be
     used with one: that is refused here, before anything loads.
@@ -43,6 +45,10 @@ def plan_run(profile: Profile, world_size: int = 1, vllm_server: bool = False) -
             "<id> --local-dir DIR) and pass --model DIR here and to `trl vllm-serve --model`."
         )
     if world_size == 1 and not vllm_server:
+        if importlib.util.find_spec("unsloth") is None:
+            return Plan("peft", True, 1,
+                        "one process without unsloth (Colab's light install): transformers + "
+                        "peft load the same 4-bit base and LoRA settings as notebook 05")
         return Plan("unsloth", True, 1, "one process: unsloth, exactly as notebook 05")
     if vllm_server:
         return Plan(

@@ -4,7 +4,7 @@ The bootstrap cell clones the course, then calls `ensure_stack` with the noteboo
 before the course's packages can be imported, so this module uses the standard library only (it
 reads helpers/course.py, itself plain Python, from the clone by path).
 
-- Which install: helpers/course.py's NOTEBOOK_INSTALLS says "full" (the GPU lock) or "light" (the
+- Which install: helpers/course.py's NOTEBOOKS table says "full" (the GPU lock) or "light" (the
   CPU-side packages on Colab's own torch) for each notebook.
 - A stamp file is written only after `install_stack.py colab` succeeds, naming the install; a
   full install also serves a light notebook. Without a matching stamp, a rerun of the cell

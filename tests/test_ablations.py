@@ -431,3 +431,15 @@ def test_a_good_arm_keeps_what_the_learner_wrote():
     assert mine.name == "mine" and mine.reference == COURSE
     assert reward_setup(mine)[1] == {"reward_weights": [2.0, 0.5, 0.5, 0.5, 0.5, 0.5]}
     assert mine.overrides == {"beta": 0.04}
+
+
+def test_docs_results_holds_the_grids_table():
+    """docs/results.md keeps a copy of the grid's table (a page cannot run code): it must be this
+    one, from runs/bench/ablations.json."""
+    from helpers.ablations import grid_markdown, load_grid
+    from helpers.paths import ROOT
+
+    table = grid_markdown(load_grid()["summary"]["native"])
+    assert table in (ROOT / "docs" / "results.md").read_text(), (
+        "docs/results.md's grid table is out of date: paste grid_markdown(load_grid()['summary']"
+        "['native']) there")

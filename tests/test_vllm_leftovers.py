@@ -103,9 +103,8 @@ def test_notebook_05_exercise_3_stop_in_a_vllm_call_then_rerun_resumes(tmp_path,
     GPU), the training cell stopped inside the step-2 score, after checkpoint-1; the same cell
     run again resumes from checkpoint-1 and finishes. Before, the rerun's step-2 score got the
     stopped score's 8 answers too: "16 generations for 8 gold answers"."""
-    from helpers.data import load_gsm8k
     from helpers.grpo_config import make_grpo_config
-    from helpers.grpo_run import build_trainer, standard_callbacks
+    from helpers.grpo_run import build_trainer
     from helpers.hardware import detect_hardware
     from helpers.loading import load_kwargs, lora_kwargs
     from helpers.logs import HELDOUT_KEY
@@ -120,9 +119,7 @@ def test_notebook_05_exercise_3_stop_in_a_vllm_call_then_rerun_resumes(tmp_path,
     vs.attach(model, vs.LLM(vs.Interrupt(vs.hf_runner(model, tok), at=3), tok.decode, 8))
     config = make_grpo_config(profile, detect_hardware(), run.checkpoints, max_steps=3,
                               save_steps=1, per_device_train_batch_size=8)  # one group a step
-    rows = list(load_gsm8k("test", profile, limit=profile.heldout_during_training))
-    trainer = build_trainer(model, tok, config, profile, run, callbacks=standard_callbacks(
-        run, tok, profile, config, heldout_rows=rows))
+    trainer = build_trainer(model, tok, config, profile, run)  # held-out: the profile's 8
     cell = notebook_cell("05_grpo_training.ipynb", "result = train_or_resume(trainer)")
     with pytest.raises(KeyboardInterrupt):  # the stop button, inside vLLM
         exec(cell, {"trainer": trainer, "model": model})

@@ -251,9 +251,13 @@ def ablation_figures(data: dict[str, Any]) -> dict[str, str]:
             key = "ablations" if method == "verdict" else f"ablations.{method}"
             out[f"{key}.{said}"] = str(sum(1 for s in tested if s["verdict"][method] == said))
     for kernel, summary in data["summary"].items():
-        prefix = "ablations" if kernel == "native" else f"ablations.{kernel}"
-        for arm, s in summary.items():
-            out |= _arm_figures(f"{prefix}.{arm}", s)
+        # The reruns' path is the furthest this CPU can run (tools.smoke_runs): also `rerun`.
+        prefixes = ["ablations"] if kernel == "native" else [f"ablations.{kernel}",
+                                                             "ablations.rerun"]
+        for prefix in prefixes:
+            for arm, s in summary.items():
+                out |= _arm_figures(f"{prefix}.{arm}", s)
+    out["ablations.rerun.path"] = next((k for k in data["summary"] if k != "native"), "none")
     return out | _design_figures(data.get("design", {})) | machine_figures("ablations", data)
 
 
@@ -329,10 +333,11 @@ def _design_figures(design: dict[str, Any]) -> dict[str, str]:
                     if k != "group_size"}
     for kernel, checks in (design.get("reference_check") or {}).items():
         for which, c in checks.items():
-            key = f"ablations.reference.{kernel}.{which}"
-            out |= {f"{key}.status": c["status"],
-                    f"{key}.local_mean": points(100 * c["local_mean"]),
-                    f"{key}.interval": f"{points(100 * c['low'])} to {points(100 * c['high'])}"}
+            for key in (f"ablations.reference.{kernel}.{which}", f"ablations.reference.{which}"):
+                out |= {f"{key}.status": c["status"],
+                        f"{key}.local_mean": points(100 * c["local_mean"]),
+                        f"{key}.interval":
+                            f"{points(100 * c['low'])} to {points(100 * c['high'])}"}
     return out
 
 

@@ -36,6 +36,34 @@ KERNEL_PATHS: dict[str, dict[str, str]] = {
     "default": {"ATEN_CPU_CAPABILITY": "default"},
     "mkl-compatible": {"MKL_CBWR": "COMPATIBLE"},
 }
+# The smoke model's attention in training, in bfloat16. On a CPU with AMX (Intel Sapphire Rapids
+# and later), torch 2.13 packs bfloat16 for AMX in this op whatever ATEN_CPU_CAPABILITY says, and
+# on the forced "default" or "avx2" path it then stops: "pack_vnni2 is only supported when avx512
+# is supported". Such a CPU cannot train the smoke model on those two paths at all.
+_ATTENTION_PROBE = """
+import torch
+q = torch.randn(8, 4, 100, 32, dtype=torch.bfloat16, requires_grad=True)
+mask = torch.ones(8, 1, 100, 100, dtype=torch.bool).tril()
+torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask).float().sum().backward()
+"""
+# Another path than the notebooks' native one, in order of preference: the furthest first.
+OTHER_PATHS = ("default", "avx2", "mkl-compatible")
+
+
+def runs_here(kernel: str) -> bool:
+    """Whether this CPU can train the smoke model on `kernel` (see _ATTENTION_PROBE)."""
+    env = {**os.environ, **KERNEL_PATHS[kernel]}
+    done = subprocess.run([sys.executable, "-c", _ATTENTION_PROBE], env=env,
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode == 0
+
+
+def another_kernel_path(preferred: Sequence[str] = OTHER_PATHS) -> str:
+    """The first of `preferred` this CPU can run: a float path other than the native one."""
+    for kernel in preferred:
+        if runs_here(kernel):
+            return kernel
+    raise RuntimeError(f"This CPU runs none of {', '.join(preferred)}: only its native path.")
 
 
 def _constant_correctness() -> None:
