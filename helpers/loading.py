@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from helpers.hardware import Hardware, detect_hardware
-from helpers.profiles import SMOKE_MODEL, Profile
+from helpers.profiles import SEED, SMOKE_MODEL, Profile
 
 # All attention and MLP projections, as unsloth's GRPO notebooks do.
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -60,7 +60,7 @@ def lora_kwargs(profile: Profile) -> dict[str, object]:
         "lora_alpha": profile.lora_rank,  # alpha = r: a scale of 1, so r can change alone
         "target_modules": LORA_TARGET_MODULES,
         "use_gradient_checkpointing": "unsloth",  # recompute activations: less memory
-        "random_state": 3407,
+        "random_state": SEED,  # the LoRA init, as every run seeds it
     }
 
 

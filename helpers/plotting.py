@@ -206,11 +206,15 @@ def save_figure(log_history: LogHistory, path: Path) -> Path:
 
 
 def completion_table(rows: list[dict[str, Any]]) -> Any:
-    """A pandas DataFrame of sampled completions, whole and unshortened, rewards rounded."""
+    """A pandas DataFrame of sampled completions, whole and unshortened, rewards rounded: the
+    total and the advantage right after the completion, each reward after them."""
     import pandas as pd
 
     table = pd.DataFrame(rows)
-    return table if table.empty else table.round(3)
+    if table.empty:
+        return table
+    first = [c for c in ("step", "question", "completion", "total", "advantage") if c in table]
+    return table[first + [c for c in table.columns if c not in first]].round(3)
 
 
 def completion_html(rows: list[dict[str, Any]]) -> Any:

@@ -611,7 +611,7 @@ def results_table(rows: Sequence[dict[str, Any]]) -> str:
 def rft_table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown: what each version of RFT trained on, per seed."""
     lines = ["| seed | version | updates | accepted / sampled | trained on | distinct questions "
-             "| already solved greedily | accepted without EOS | text after </answer> |",
+             "| already solved greedily | accepted without EOS | text after &lt;/answer&gt; |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for name in ("rft_first_version", "rft"):

@@ -18,21 +18,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from helpers.profiles import PROFILES
+from scripts._cli import OneLineParser
 
 if TYPE_CHECKING:
     from helpers.evaluation import DecodingSettings, Generation
     from helpers.hardware import Hardware
     from helpers.profiles import Profile
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag is reported on one line (argparse prints usage + error: two)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def existing_dir(text: str) -> Path:
