@@ -21,7 +21,7 @@ RUN_CHAIN_GROUP = "notebooks/training-evaluation-export"
 LONG_FIRST = (
     RUN_CHAIN_GROUP,
     "notebooks/09_r1_recipe_toy.ipynb",
-    "tests/test_learning.py",
+    "tests/test_smoke_promise.py",
     "tests/test_locks.py",  # mostly waiting on PyPI: it overlaps the others' CPU work
     "tests/test_faults.py",
     "tests/test_colab_journey.py",

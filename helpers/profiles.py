@@ -64,7 +64,7 @@ class Profile:
 
 # CPU and CI: the tiny offline model on one-step synthetic problems. Groups of 8 (4 prompts a
 # step) give correctness a spread; 60 steps at lr 1e-3 raise held-out strict accuracy by 10+ points
-# (README: the spread over seeds; tests/test_learning.py and notebook 06 assert it).
+# (README: the spread over seeds; tests/test_smoke_promise.py and notebook 06 assert it).
 SMOKE = Profile(
     name="smoke",
     summary="CPU/offline: a tiny model built locally, one-step synthetic GSM8K-format problems",

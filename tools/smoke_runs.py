@@ -3,7 +3,7 @@
 `helpers.ablations.train_and_score` (its course arm) trains the smoke model through the course's
 own trainer (helpers.grpo_run) and scores it as the evaluation notebook does;
 `helpers.smoke_promise.check_smoke_promise` is what the evaluation notebook and
-tests/test_learning.py assert of it. `run_on_kernel_path` repeats the run
+tests/test_smoke_promise.py assert of it. `run_on_kernel_path` repeats the run
 in a fresh process on another CPU float kernel path (torch picks its kernels once, at import), so
 one machine can check the promise on several of the paths that other machines would take.
 `MUTATIONS` are deliberate breakages that must make the promise fail.
@@ -85,7 +85,7 @@ def _drop_answer() -> None:
     helpers.data.grpo_train_dataset = lambda *a: original(*a).remove_columns(["answer"])
 
 
-# Deliberate breakages that must make the promise fail (tests/test_learning.py, GRPO_MUTATION=...).
+# Deliberate breakages that must make the promise fail (tests/test_smoke_promise.py, GRPO_MUTATION=...).
 MUTATIONS: dict[str, Callable[[], None]] = {
     "constant_correctness": _constant_correctness,  # correctness pays 1.0 whatever the answer
     "drop_answer": _drop_answer,  # the training set loses its `answer` column

@@ -8,7 +8,7 @@ It runs in a fresh process on another CPU float kernel path than the notebooks: 
 executes the training and evaluation notebooks on the native path, and the evaluation notebook
 asserts the same promise (helpers.smoke_promise.check_smoke_promise) there, so together the
 promise is checked on two paths without training the same run twice. Other paths, or several:
-    GRPO_LEARNING_KERNELS="native default" pytest tests/test_learning.py
+    GRPO_LEARNING_KERNELS="native default" pytest tests/test_smoke_promise.py
 To see it fail, add a mutation (tools.smoke_runs.MUTATIONS):
     GRPO_MUTATION=constant_correctness   correctness_reward pays 1.0 whatever the answer
     GRPO_MUTATION=drop_answer            the training set loses its `answer` column
