@@ -9,7 +9,7 @@ other modules do. tests/test_imports.py holds the groups and the column to the c
 The task: GSM8K's data and the rewards that score it, which everything above stands on
     data             GSM8K rows, the chat prompt, the gold answer               01, 02, 05-07
     synthetic        the smoke profile's offline problems, GSM8K's format       04
-    rewards          the reward registry: each function, its weight and rule    01, 03, 05-07
+    rewards          the reward registry: each function, its weight and rule    01, 03, 05-07, 11
 
 The engine: a T4 run that survives a disconnect (05 trains, 06 evaluates, 07 exports)
     profiles         sizes and knobs per machine; what stops a run      00-02, 05, 07, 08, 10

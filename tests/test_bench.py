@@ -57,10 +57,10 @@ def ablation_stand_ins(monkeypatch, module) -> None:
     from helpers.ablations import ARMS
 
     rows = committed("ablations")["rows"]
-    by_arm = {row["arm"]: row for row in rows}
+    by_seed = {(row["arm"], row["seed"]): row for row in rows}  # the grid's own row for each run
 
     def one_run(name, seed, kernel, steps=None):
-        row = by_arm.get(name, rows[0])
+        row = by_seed.get((name, seed), rows[0])
         return {**row, "arm": name, "knob": ARMS[name].knob, "seed": seed, "kernel_path": kernel}
 
     monkeypatch.setattr(module, "one_run", one_run)

@@ -341,7 +341,7 @@ def test_light_install_gives_way_to_the_full_one_when_colabs_torch_is_out_of_ran
 def test_environment_yml_gives_a_locked_python_and_leaves_packages_to_the_lock():
     text = (ROOT / "environment.yml").read_text()
     python = text.split("python=")[1].split()[0]
-    assert python in PYTHONS and "install_stack.py gpu" in text
+    assert python in PYTHONS and "python3 -m scripts.install_stack gpu" in text
     assert "requirements" not in text.split("dependencies:")[1]  # no pip resolve outside a lock
 
 

@@ -282,10 +282,6 @@ PLAIN = ("a plain transformers model that unsloth never loaded (notebooks 07, 08
 STOCK_CALLS: list[StockCall] = [
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", TRL_PROOF),
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", TRL_PROOF),
-    StockCall("helpers/ablations.py", "train_and_score", "FastLanguageModel.from_pretrained",
-              SMOKE),
-    StockCall("helpers/ablations.py", "train_and_score", "FastLanguageModel.get_peft_model",
-              SMOKE),
     StockCall("helpers/ablations.py", "train_and_score", "trainer.train", SMOKE),
     StockCall("tools/smoke_recipe.py", "build_smoke_model", "model.save_pretrained",
               "builds the smoke model with plain transformers, on CPU everywhere"),

@@ -85,7 +85,8 @@ def _drop_answer() -> None:
     helpers.data.grpo_train_dataset = lambda *a: original(*a).remove_columns(["answer"])
 
 
-# Deliberate breakages that must make the promise fail (tests/test_smoke_promise.py, GRPO_MUTATION=...).
+# Deliberate breakages that must make the promise fail (tests/test_smoke_promise.py,
+# GRPO_MUTATION=...).
 MUTATIONS: dict[str, Callable[[], None]] = {
     "constant_correctness": _constant_correctness,  # correctness pays 1.0 whatever the answer
     "drop_answer": _drop_answer,  # the training set loses its `answer` column
