@@ -1,11 +1,18 @@
-"""Notebooks 06 and 07 in notebook 05's runtime: the cheapest Colab path, without Google Drive."""
+"""Notebook 05 as a learner runs it in one runtime: an edited config, then 06 and 07 on its run.
 
+One run serves both checks (it is the slowest part): notebook 05 in a fresh kernel up to its
+training cell (MAX_STEPS = 2, the smoke profile, a temporary run folder), with `beta=0.0` changed
+to `beta=0.04` in the `GRPOConfig(...)` cell as Exercise 2 asks; then notebooks 06 and 07 in
+that runtime, on that run, without Google Drive: the cheapest Colab path.
+"""
+
+import json
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from nbclient import NotebookClient
 
 from helpers import one_runtime, run_folder
 from helpers.one_runtime import (
@@ -79,18 +86,44 @@ def test_06_and_07_find_05s_run_in_the_same_runtime_without_drive(tmp_path, monk
     assert capsys.readouterr().out.count("Run folder: ") == 2
 
 
+NOTEBOOK = ROOT / "notebooks" / "05_grpo_training.ipynb"
+TRAINS = "result = train_or_resume(trainer)"
+REPORT = ("import json\n"
+          "print(json.dumps([e.get('kl') for e in trainer.state.log_history if 'loss' in e]))")
+
+
 @pytest.fixture(scope="module")
-def two_step_run(tmp_path_factory) -> Path:
-    """Notebook 05's run for the smoke profile, 2 steps, made by the script (same helpers)."""
-    run = tmp_path_factory.mktemp("one-runtime") / "smoke"
-    command = [sys.executable, "-m", "scripts.train_grpo", "--profile", "smoke",
-               "--max-steps", "2", "--output-dir", str(run)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return run
+def edited_05(tmp_path_factory) -> tuple[nbformat.NotebookNode, Path]:
+    """Notebook 05 with `beta` edited, executed to its training cell; its run folder."""
+    runs = tmp_path_factory.mktemp("one-runtime")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    end = next(i for i, c in enumerate(nb.cells) if TRAINS in c.source)
+    nb.cells = nb.cells[: end + 1] + [nbformat.v4.new_code_cell(REPORT)]
+    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    params.source += "\nMAX_STEPS = 2"
+    config = next(c for c in nb.cells if c.source.startswith("from trl import GRPOConfig"))
+    assert config.source.count("    beta=0.0,") == 1
+    config.source = config.source.replace("    beta=0.0,", "    beta=0.04,")
+    with pytest.MonkeyPatch.context() as env:  # the kernel inherits this environment
+        env.setenv("GRPO_PROFILE", "smoke")
+        env.setenv("GRPO_RUN_DIR", str(runs))  # the course's own run stays untouched
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    return nb, runs / "smoke"
 
 
-def test_05_runs_06_and_07_here_on_its_run_and_prints_their_key_results(two_step_run, capsys):
+def test_an_edited_beta_trains_and_the_config_cell_names_it(edited_05):
+    nb, run = edited_05
+    config = next(c for c in nb.cells if c.source.startswith("from trl import GRPOConfig"))
+    said = "".join(o.get("text", "") for o in config.outputs if o.output_type == "stream")
+    assert "Your changes to the course's settings: beta=0.04 (course: 0.0)\n" in said
+    kl = json.loads(nb.cells[-1].outputs[0]["text"])
+    assert len(kl) == 2 and all(value is not None for value in kl)  # trl logs kl when beta > 0
+    assert (run / "adapter" / "adapter_config.json").is_file()
+
+
+def test_05_runs_06_and_07_here_on_its_run_and_prints_their_key_results(edited_05, capsys):
+    two_step_run = edited_05[1]
     copies = run_06_07_here("smoke", False, str(two_step_run), NUM_PROBLEMS=8,
                             NUM_CHECK_PROBLEMS=2)
     assert copies == [two_step_run / "notebooks" / name for name in one_runtime.FOLLOWERS]
