@@ -36,6 +36,8 @@ from helpers.journey import time_line
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+# The cell's text, with {names} that bootstrap_cell fills (braces the cell needs are doubled).
+BOOTSTRAP_TEMPLATE = NOTEBOOKS / "bootstrap_cell.txt"
 BADGE_PREFIX = "[![Open In Colab]"
 COLAB_LINK = re.compile(r"colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/")
 PARAMETER = re.compile(r"^([A-Z][A-Z0-9_]*) = (.+?)(?:\s+# ?(.*))?$")
@@ -56,37 +58,9 @@ def bootstrap_cell(notebook: str) -> str:
     # pieces that keep the cell's lines under the linter's 100 characters).
     pieces = textwrap.wrap(unpublished or "", 80, drop_whitespace=False)
     warn = "print(" + "\n      ".join(map(json.dumps, pieces)) + ")\n" if pieces else ""
-    return f'''{BOOTSTRAP_TITLE}
-# Run this cell first. On Colab it fetches the course and installs this notebook's stack, once
-# per runtime ({minutes}; rerun it if it stopped). Elsewhere it only finds `helpers`.
-import os
-import subprocess
-import sys
-import warnings
-
-warnings.filterwarnings("ignore", message="IProgress not found")  # text progress bars are fine
-NOTEBOOK = "{notebook_key(notebook)}"  # helpers/course.py says what it installs and needs
-os.environ["GRPO_NOTEBOOK"] = NOTEBOOK  # helpers.session.start() reads it
-COURSE_REPO = "{COURSE_REPO}"
-COURSE_REF, COLAB_DIR = "{COURSE_REF}", "{COLAB_DIR}"
-{warn}if "google.colab" in sys.modules and not os.path.isdir(COLAB_DIR):
-    partial = COLAB_DIR + ".partial"  # renamed into place only once the clone is complete
-    subprocess.run(["rm", "-rf", partial], check=True)
-    git = ["git", "clone", "--depth=1", f"--branch={{COURSE_REF}}", COURSE_REPO, partial]
-    if subprocess.run(git).returncode != 0:
-        raise SystemExit(f"Could not clone {{COURSE_REPO}} at {{COURSE_REF}}.\\nFix: check that "
-                         "the tag exists and this runtime is online, then rerun this cell.")
-    os.rename(partial, COLAB_DIR)
-if "google.colab" in sys.modules:
-    sys.path.insert(0, f"{{COLAB_DIR}}/scripts")
-    from colab_bootstrap import ensure_stack
-
-    ensure_stack(COLAB_DIR, NOTEBOOK)  # skipped once it succeeded in this runtime
-    os.chdir(f"{{COLAB_DIR}}/notebooks")
-sys.path.insert(0, os.path.abspath(".."))
-from helpers.prelude import prelude
-
-prelude()  # before unsloth: known-harmless warnings hidden; on a CPU, one torch thread'''
+    return BOOTSTRAP_TEMPLATE.read_text().format(
+        title=BOOTSTRAP_TITLE, minutes=minutes, key=notebook_key(notebook), repo=COURSE_REPO,
+        ref=COURSE_REF, colab_dir=COLAB_DIR, warn=warn).rstrip("\n")
 
 
 def is_bootstrap(source: str) -> bool:
