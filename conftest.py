@@ -10,9 +10,16 @@ pytest-xdist sends each group whole to one process (the scheduler below), in the
 
 from __future__ import annotations
 
+import os
 from pathlib import PurePosixPath
 
 import pytest
+
+# One OpenMP thread in every test process and the processes they start, as the notebooks have on a
+# CPU (helpers.hardware.use_one_cpu_thread): two processes share two cores, and one on two threads
+# beside a busy one waits on its own spinning threads. Measured: notebook 05 stopped and resumed
+# (tests/test_gpu_check.py) took 26 s alone, 50 s beside a busy core, 26 s there on one thread.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Notebooks that read what the one before wrote (the training run): one process, in this order.
 RUN_CHAIN = ("05_grpo_training", "06_evaluation", "07_save_and_use")

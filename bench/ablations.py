@@ -169,8 +169,7 @@ def one_cell(seeds: int = SEEDS) -> dict[str, Any]:
     from helpers.ablations import reference_cache, try_arm
     from helpers.launch import plan_run
 
-    if plan_run(PROFILES["smoke"]).backend == "unsloth":
-        import unsloth  # noqa: F401  (before trl, which it patches)
+    plan_run(PROFILES["smoke"]).import_backend()  # unsloth before trl, as notebook 11 has it
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     source = next("".join(c["source"]) for c in cells if c["cell_type"] == "code"
                   and "".join(c["source"]).startswith(ONE_CELL))

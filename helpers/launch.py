@@ -30,10 +30,16 @@ class Plan:
     world_size: int
     why: str
 
+    def import_backend(self) -> None:
+        """Import unsloth when the plan names it, before trl, transformers and peft are imported:
+        it patches them on import, and does nothing to modules already loaded."""
+        if self.backend == "unsloth":
+            import unsloth  # noqa: F401
+
 
 def plan_run(profile: Profile, world_size: int = 1, vllm_server: bool = False) -> Plan:
     """The one place that picks unsloth or transformers + peft, and 4-bit or 16-bit weights.
-    The caller imports unsloth before trl when the plan names it (it patches trl on import).
+    The caller then calls `Plan.import_backend` before it imports trl.
 
     A vLLM server serves the same weights it receives, so a pre-quantized 4-bit model cannot be
     used with one: that is refused here, before anything loads.

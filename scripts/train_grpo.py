@@ -176,8 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hw, profile = start(args.profile)  # also: one torch thread on a CPU
     profile = with_model(profile, args.model)
     plan = plan_run(profile, world_size_from_env(), args.vllm_server_host is not None)
-    if plan.backend == "unsloth":
-        import unsloth  # noqa: F401  (before trl, transformers and peft: it patches them)
+    plan.import_backend()  # unsloth first, when the plan picks it
     from accelerate import PartialState
 
     state = PartialState()  # joins the process group under `accelerate launch`

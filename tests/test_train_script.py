@@ -105,6 +105,15 @@ def test_plan_is_made_in_one_place():
     assert (served.backend, served.load_in_4bit) == ("peft", False)
 
 
+def test_the_plan_imports_unsloth_only_when_it_picks_it(monkeypatch):
+    """unsloth must be imported before trl when the plan picks it, and not otherwise: with
+    `unsloth` made unimportable here, only the unsloth plan's import fails."""
+    monkeypatch.setitem(sys.modules, "unsloth", None)  # `import unsloth` now raises ImportError
+    launch.Plan("peft", True, 1, "").import_backend()
+    with pytest.raises(ImportError):
+        launch.Plan("unsloth", True, 1, "").import_backend()
+
+
 def test_several_processes_and_vllm_server_settings():
     args = tg.parse_args(["--profile", "smoke", "--vllm-server-host", "10.0.0.1"])
     plan = launch.plan_run(SMOKE, 2, vllm_server=True)

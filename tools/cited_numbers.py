@@ -251,12 +251,10 @@ def ablation_figures(data: dict[str, Any]) -> dict[str, str]:
             key = "ablations" if method == "verdict" else f"ablations.{method}"
             out[f"{key}.{said}"] = str(sum(1 for s in tested if s["verdict"][method] == said))
     for kernel, summary in data["summary"].items():
-        # The reruns' path is the furthest this CPU can run (tools.smoke_runs): also `rerun`.
-        prefixes = ["ablations"] if kernel == "native" else [f"ablations.{kernel}",
-                                                             "ablations.rerun"]
-        for prefix in prefixes:
-            for arm, s in summary.items():
-                out |= _arm_figures(f"{prefix}.{arm}", s)
+        # The reruns take one path, the furthest this CPU can run (tools.smoke_runs): `rerun`.
+        prefix = "ablations" if kernel == "native" else "ablations.rerun"
+        for arm, s in summary.items():
+            out |= _arm_figures(f"{prefix}.{arm}", s)
     out["ablations.rerun.path"] = next((k for k in data["summary"] if k != "native"), "none")
     return out | _design_figures(data.get("design", {})) | machine_figures("ablations", data)
 
@@ -331,13 +329,12 @@ def _design_figures(design: dict[str, Any]) -> dict[str, str]:
         for arm, a in d["arms"].items():
             out |= {f"ablations.dead.{arm}.{k}": percent(v) for k, v in a.items()
                     if k != "group_size"}
-    for kernel, checks in (design.get("reference_check") or {}).items():
+    for checks in (design.get("reference_check") or {}).values():  # the rerun path's, one
         for which, c in checks.items():
-            for key in (f"ablations.reference.{kernel}.{which}", f"ablations.reference.{which}"):
-                out |= {f"{key}.status": c["status"],
-                        f"{key}.local_mean": points(100 * c["local_mean"]),
-                        f"{key}.interval":
-                            f"{points(100 * c['low'])} to {points(100 * c['high'])}"}
+            key = f"ablations.reference.{which}"
+            out |= {f"{key}.status": c["status"],
+                    f"{key}.local_mean": points(100 * c["local_mean"]),
+                    f"{key}.interval": f"{points(100 * c['low'])} to {points(100 * c['high'])}"}
     return out
 
 

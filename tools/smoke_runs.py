@@ -15,6 +15,7 @@ one machine can check the promise on several of the paths that other machines wo
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -50,6 +51,7 @@ torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask).float(
 OTHER_PATHS = ("default", "avx2", "mkl-compatible")
 
 
+@functools.cache  # one probe per path and process
 def runs_here(kernel: str) -> bool:
     """Whether this CPU can train the smoke model on `kernel` (see _ATTENTION_PROBE)."""
     env = {**os.environ, **KERNEL_PATHS[kernel]}
