@@ -27,17 +27,17 @@ RUN_CHAIN_GROUP = "notebooks/training-evaluation-export"
 # Groups that take a minute or more on a 2-core machine (`pytest --durations`), longest first.
 LONG_FIRST = (
     RUN_CHAIN_GROUP,
+    "tests/test_smoke_promise.py",  # 60 GRPO steps on another float kernel path
     "notebooks/09_r1_recipe_toy.ipynb",
-    "tests/test_smoke_promise.py",
-    "tests/test_locks.py",  # mostly waiting on PyPI: it overlaps the others' CPU work
-    "tests/test_gpu_check.py",  # notebook 05's run stopped and resumed, in two processes
+    "tests/test_locks.py",  # pip's dry runs against PyPI: half of it waiting on the network
     "tests/test_faults.py",
+    "tests/test_train_script.py",
     "tests/test_colab_journey.py",
     "notebooks/11_ablation_lab.ipynb",
     "tests/test_site.py",  # the web book built and opened in Chromium
-    "tests/test_train_script.py",
-    "notebooks/08_grpo_from_scratch.ipynb",
     "tests/test_one_runtime.py",  # notebook 05 edited and run, then 06 and 07 on its run
+    "notebooks/08_grpo_from_scratch.ipynb",
+    "tests/test_gpu_check.py",  # notebook 05's run stopped and resumed, in two processes
 )
 
 

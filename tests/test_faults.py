@@ -373,3 +373,15 @@ def test_a_cut_off_partial_file_never_replaces_the_whole_one(tmp_path):
     assert json.loads(path.read_text()) == [{"step": 1}]
     write_json_atomic(path, [{"step": 1}, {"step": 2}])
     assert json.loads(path.read_text()) == [{"step": 1}, {"step": 2}]
+
+
+@pytest.mark.parametrize("gone", [FileNotFoundError, ProcessLookupError])
+def test_a_child_that_vanishes_while_its_state_is_read_counts_as_exited(monkeypatch, gone):
+    """/proc/<pid>/stat of a child reaped between the open and the read raises ESRCH."""
+    def vanished(*args, **kwargs):
+        raise gone(3, "No such process")
+
+    monkeypatch.setattr(fault_soak, "open", vanished, raising=False)
+    assert fault_soak._exited(os.getpid())
+    monkeypatch.undo()
+    assert not fault_soak._exited(os.getpid())  # this process runs: state R or S
