@@ -24,18 +24,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Notebooks that read what the one before wrote (the training run): one process, in this order.
 RUN_CHAIN = ("05_grpo_training", "06_evaluation", "07_save_and_use")
 RUN_CHAIN_GROUP = "notebooks/training-evaluation-export"
-# Groups that take a minute or more on a 2-core machine (`pytest --durations`), longest first.
+# Groups that take 20 s or more on a 2-core machine (`pytest --durations`), longest first.
 LONG_FIRST = (
+    "notebooks/09_r1_recipe_toy.ipynb",  # the toy's cold start, GRPO and three controls
     RUN_CHAIN_GROUP,
     "tests/test_smoke_promise.py",  # 60 GRPO steps on another float kernel path
-    "notebooks/09_r1_recipe_toy.ipynb",
-    "tests/test_locks.py",  # pip's dry runs against PyPI: half of it waiting on the network
-    "tests/test_faults.py",
-    "tests/test_train_script.py",
-    "tests/test_colab_journey.py",
     "notebooks/11_ablation_lab.ipynb",
+    "tests/test_faults.py",
+    "tests/test_colab_journey.py",
     "tests/test_site.py",  # the web book built and opened in Chromium
     "tests/test_one_runtime.py",  # notebook 05 edited and run, then 06 and 07 on its run
+    "tests/test_train_script.py",
+    "tests/test_locks.py",  # pip's dry runs against PyPI
     "notebooks/08_grpo_from_scratch.ipynb",
     "tests/test_gpu_check.py",  # notebook 05's run stopped and resumed, in two processes
 )

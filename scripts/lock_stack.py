@@ -146,6 +146,9 @@ def pip_command(python: str, report: Path, requirements: list[str], target: str,
         python, "-c", PIP_FOR_TARGET, json.dumps(target_markers(target)),
         "install", "--isolated", "--no-cache-dir", "--disable-pip-version-check", "--quiet",
         "--dry-run", "--ignore-installed", "--report", str(report),
+        # From an index without PEP 658 metadata files, pip 23.2 downloads every wheel to read its
+        # METADATA (the t4 lock: 5 GB per Python); pip 26.3 reads it with HTTP range requests.
+        "--use-feature=fast-deps",
         *([] if deps else ["--no-deps"]),
         "--target", str(report.parent / "target"),  # older pips ask for it with --platform
         "--index-url", INDEX_URL, "--only-binary=:all:", "--python-version", target,

