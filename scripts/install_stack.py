@@ -36,7 +36,7 @@ import threading
 import time
 import venv
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -372,20 +372,47 @@ def install_light(python: str, quiet: bool) -> bool:
 
 
 def install(
-    python: str, gpu: Hardware | None, torch_pin: list[str], quiet: bool, colab: bool = False
+    python: str, gpu: Hardware | None, torch_pin: list[str], quiet: bool, colab: bool = False,
+    step_done: Callable[[], None] = lambda: None,
 ) -> None:
-    """GPU: the GPU class's lock. CPU: unsloth without deps, torch held fixed."""
+    """GPU: the GPU class's lock. CPU: unsloth without deps, torch held fixed. `step_done` is
+    called after each pip install that may be followed by another."""
     if gpu is not None:
         install_locked(python, gpu, quiet, colab)
         return
     requirements = read_requirements("requirements.txt")
     if torch_pin and try_pip(python, *torch_pin, quiet=True).returncode != 0:
         pip(python, "--extra-index-url", TORCH_CPU_INDEX, *torch_pin, quiet=quiet, colab=colab)
+    step_done()
     plain = [r for r in requirements if r.split("==")[0] not in NO_DEPS_ON_CPU]
     no_deps = [r for r in requirements if r.split("==")[0] in NO_DEPS_ON_CPU]
     # the torch pin again: nothing may replace that torch
     pip(python, *torch_pin, *plain, quiet=quiet, colab=colab)
     pip(python, "--no-deps", *no_deps, quiet=quiet, colab=colab)
+
+
+class Compiler:
+    """Compiles a venv's Python files while pip installs into it. pip installs on one core: after
+    each step, one pass of compileall compiles what is there so far on the other core (unless the
+    last pass is still going); at the end, one pass on every core compiles what is left, and what
+    pip replaced since (a newer file). pip's own files wait for the end, since pip replaces itself.
+    A .pyc records its source's time and size, and Python checks both on import, so a file read
+    while pip was still writing it is never run from its stale .pyc."""
+
+    def __init__(self, python: str, lib: Path) -> None:
+        self.command = [python, "-m", "compileall", "-qq", str(lib)]
+        self.running: subprocess.Popen | None = None
+
+    def step_done(self) -> None:
+        if self.running is None or self.running.poll() is not None:
+            self.running = subprocess.Popen([*self.command, "-x", r"/site-packages/pip/"],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def finish(self) -> None:
+        if self.running is not None:
+            self.running.wait()
+        print(f"[{elapsed()}] $ python -m compileall -j 0 .venv/lib (what is left)", flush=True)
+        subprocess.run([*self.command, "-j", "0"])
 
 
 def main() -> int:
@@ -405,12 +432,13 @@ def main() -> int:
             venv.create(target, with_pip=True)
         python = str(target / "bin" / "python")
         # pip compiles each package's files one by one as it installs them (about half of the
-        # install's time): here they are compiled once at the end, on every core.
+        # install's time, on the core pip is using): the Compiler uses the other cores instead.
         os.environ["PIP_COMPILE"] = "0"
-        install(python, gpu, [] if gpu else [CPU_TORCH], quiet=False)
+        compiler = Compiler(python, target / "lib")
+        install(python, gpu, [] if gpu else [CPU_TORCH], quiet=False, step_done=compiler.step_done)
+        compiler.step_done()
         pip(python, *read_requirements("requirements-dev.txt"), quiet=False)
-        print(f"[{elapsed()}] $ python -m compileall -j 0 .venv/lib", flush=True)
-        subprocess.run([python, "-m", "compileall", "-qq", "-j", "0", str(target / "lib")])
+        compiler.finish()
         # make's stamp: the venv is rebuilt when a requirements file is newer than this.
         (target / ".stack-installed").write_text("\n".join(read_requirements("requirements.txt")))
     elif args.target == "colab":

@@ -75,6 +75,36 @@ def test_cpu_install_pins_cpu_torch_and_keeps_unsloth_deps_out(recorded):
             assert not any(a.startswith(("unsloth", "vllm", "-r")) for a in args)
 
 
+def test_cpu_install_lets_the_compiler_start_after_torch_and_after_the_stack(recorded):
+    steps = []
+    install_stack.install("python", None, [install_stack.CPU_TORCH], quiet=True,
+                          step_done=lambda: steps.append(len(recorded)))
+    assert steps == [1]  # after torch's own install; make's venv calls it again after the stack
+
+
+def test_the_compiler_leaves_no_file_uncompiled_whatever_pip_does_meanwhile(tmp_path):
+    site = tmp_path / "lib" / "python3" / "site-packages"
+    (site / "pip").mkdir(parents=True)
+    (site / "torch").mkdir()
+    (site / "pip" / "main.py").write_text("X = 1\n")
+    (site / "torch" / "early.py").write_text("X = 1\n")
+    compiler = install_stack.Compiler(sys.executable, tmp_path / "lib")
+    compiler.step_done()  # a pass in the background, without pip's own files
+    compiler.step_done()  # the same pass still going: no second one beside it
+    compiler.running.wait()
+    pyc = {p.name.split(".")[0] for p in site.rglob("*.pyc")}
+    assert pyc == {"early"}
+    (site / "late").mkdir()  # a package installed after the pass
+    (site / "late" / "late.py").write_text("X = 2\n")
+    early = site / "torch" / "early.py"
+    early.write_text("X = 'changed'\n")  # and a file pip replaced, seconds later
+    os.utime(early, (early.stat().st_mtime + 2,) * 2)
+    compiler.finish()
+    pyc = {p.name.split(".")[0]: p for p in site.rglob("*.pyc")}
+    assert set(pyc) == {"early", "late", "main"}
+    assert b"changed" in pyc["early"].read_bytes()
+
+
 def test_cpu_torch_falls_back_to_pytorchs_cpu_index(monkeypatch):
     calls = []
 
