@@ -7,6 +7,7 @@ import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -90,8 +91,13 @@ def test_the_compiler_leaves_no_file_uncompiled_whatever_pip_does_meanwhile(tmp_
     (site / "torch" / "early.py").write_text("X = 1\n")
     compiler = install_stack.Compiler(sys.executable, tmp_path / "lib")
     compiler.step_done()  # a pass in the background, without pip's own files
-    compiler.step_done()  # the same pass still going: no second one beside it
-    compiler.running.wait()
+    first = compiler.running
+    going = SimpleNamespace(poll=lambda: None)  # as if that pass were still going
+    compiler.running = going
+    compiler.step_done()
+    assert compiler.running is going  # no second pass beside it
+    compiler.running = first
+    first.wait()
     pyc = {p.name.split(".")[0] for p in site.rglob("*.pyc")}
     assert pyc == {"early"}
     (site / "late").mkdir()  # a package installed after the pass
