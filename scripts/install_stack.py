@@ -376,9 +376,10 @@ def install(
     step_done: Callable[[], None] = lambda: None,
 ) -> None:
     """GPU: the GPU class's lock. CPU: unsloth without deps, torch held fixed. `step_done` is
-    called after each pip install that may be followed by another."""
+    called when torch is in (on a CPU) and at the end, so that make's venv compiles meanwhile."""
     if gpu is not None:
         install_locked(python, gpu, quiet, colab)
+        step_done()
         return
     requirements = read_requirements("requirements.txt")
     if torch_pin and try_pip(python, *torch_pin, quiet=True).returncode != 0:
@@ -389,6 +390,7 @@ def install(
     # the torch pin again: nothing may replace that torch
     pip(python, *torch_pin, *plain, quiet=quiet, colab=colab)
     pip(python, "--no-deps", *no_deps, quiet=quiet, colab=colab)
+    step_done()
 
 
 class Compiler:
@@ -436,7 +438,6 @@ def main() -> int:
         os.environ["PIP_COMPILE"] = "0"
         compiler = Compiler(python, target / "lib")
         install(python, gpu, [] if gpu else [CPU_TORCH], quiet=False, step_done=compiler.step_done)
-        compiler.step_done()
         pip(python, *read_requirements("requirements-dev.txt"), quiet=False)
         compiler.finish()
         # make's stamp: the venv is rebuilt when a requirements file is newer than this.

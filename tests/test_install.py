@@ -80,7 +80,7 @@ def test_cpu_install_lets_the_compiler_start_after_torch_and_after_the_stack(rec
     steps = []
     install_stack.install("python", None, [install_stack.CPU_TORCH], quiet=True,
                           step_done=lambda: steps.append(len(recorded)))
-    assert steps == [1]  # after torch's own install; make's venv calls it again after the stack
+    assert steps == [1, 3]  # after torch's own install, and after the stack (with unsloth)
 
 
 def test_the_compiler_leaves_no_file_uncompiled_whatever_pip_does_meanwhile(tmp_path):
