@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import mmap
 import os
 import subprocess
 import sys
@@ -129,12 +130,15 @@ def test_memory_probe_in_its_own_process():
 
 
 def test_peak_rss_sees_a_temporary_allocation():
+    size = 64 * 2**20
     with memory_probe.PeakRss() as rss:
-        block = torch.ones(64 * 2**20 // 4)  # 64 MB, touched, then freed inside the block
-        # held for many of the poller's 2 ms turns: it polls, so it cannot promise a peak shorter
-        # than a turn (a fresh-clone run once freed the block before the poller ran at all)
-        time.sleep(0.1)
-        del block
+        # Fresh anonymous pages, not malloc: a long-lived test process can serve 64 MB from heap
+        # memory it freed earlier and still holds, and then RSS does not move (CI saw that).
+        pages = mmap.mmap(-1, size)
+        for offset in range(0, size, mmap.PAGESIZE):
+            pages[offset] = 1  # touched, so resident
+        time.sleep(0.1)  # many of the poller's 2 ms turns: it cannot promise a shorter peak
+        pages.close()
     assert rss.peak_mb - rss.start_mb > 40
 
 
