@@ -13,6 +13,7 @@ import hashlib
 import json
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -386,59 +387,99 @@ def right_shares(generations: Sequence[Sequence[Generation]], golds: Sequence[st
             for samples, gold in zip(generations, golds, strict=True)]
 
 
+def majority_right(samples: Sequence[Generation], gold: str, mode: Mode = "strict") -> bool:
+    """maj@k: is the answer the samples give most often right? Ties go to the one seen first;
+    samples with no answer abstain, and votes count equal strings (spaces aside)."""
+    from helpers.rewards import final_answer, same_answer
+
+    votes = Counter(" ".join(span.split()) for s in samples
+                    if (span := final_answer(s.text, mode)))
+    return bool(votes) and same_answer(votes.most_common(1)[0][0], gold)
+
+
+def _paired(base: Sequence[float], trained: Sequence[float]) -> dict[str, Any]:
+    """Both sides' means over problems, the gain, and its paired 95% bootstrap interval."""
+    low, high = paired_bootstrap(base, trained)
+    base_mean, trained_mean = sum(base) / len(base), sum(trained) / len(trained)
+    return {"base": base_mean, "trained": trained_mean, "gain": trained_mean - base_mean,
+            "ci_low": low, "ci_high": high}
+
+
 def sampled_accuracy(
     model: Any, tokenizer: Any, rows: Sequence[dict[str, str]], settings: DecodingSettings,
     adapter_dir: Path, generate: Generate = generate_side,
 ) -> dict[str, Any]:
-    """Base and trained sampled on the same prompts through `evaluate`'s generation path: each
-    side's mean share of right answers (strict), and the paired gain with a 95% interval."""
+    """Base and trained sampled on the same prompts through `evaluate`'s generation path, strict:
+    each side's mean share of right samples, maj@k and pass@k, each gain paired by problem."""
     if settings.greedy:
         raise ValueError("sampled_accuracy needs sampling: pass sampled_settings(settings).")
     golds = [extract_gold_answer(row["answer"]) for row in rows]
     prompts = build_prompts(tokenizer, [row["question"] for row in rows])
     if generate is generate_side:  # one line per side below, counting every sample
         generate = functools.partial(generate_side, progress=False)
-    shares = {}
+    k = settings.num_samples
+    shares, majority, passed = {}, {}, {}
     for side in SIDES:
         started = time.perf_counter()
-        shares[side] = right_shares(generate(model, tokenizer, prompts, settings, side,
-                                             adapter_dir), golds)
-        print(f"{side}, sampled: {len(prompts) * settings.num_samples} answers "
-              f"({settings.num_samples} a problem) in {time.perf_counter() - started:.1f} s",
-              flush=True)
-    low, high = paired_bootstrap(shares["base"], shares["trained"])  # shares, paired by problem
-    base, trained = (sum(shares[side]) / len(rows) for side in SIDES)
-    return {"settings": asdict(settings), "n": len(rows), "base": base, "trained": trained,
-            "gain": trained - base, "ci_low": low, "ci_high": high, "per_problem": shares}
+        generations = generate(model, tokenizer, prompts, settings, side, adapter_dir)
+        print(f"{side}, sampled: {len(prompts) * k} answers ({k} a problem) in "
+              f"{time.perf_counter() - started:.1f} s", flush=True)
+        shares[side] = right_shares(generations, golds)
+        majority[side] = [majority_right(s, gold) for s, gold in zip(generations, golds,
+                                                                     strict=True)]
+        passed[side] = [pass_at_k(k, round(share * k), k) for share in shares[side]]
+    return {"settings": asdict(settings), "n": len(rows),
+            **_paired(shares["base"], shares["trained"]), "per_problem": shares,
+            "maj": {**_paired(majority["base"], majority["trained"]), "per_problem": majority},
+            "pass": {**_paired(passed["base"], passed["trained"]), "per_problem": passed}}
+
+
+def sharpening(sampled: dict[str, Any], results: dict[str, Any]) -> dict[str, float]:
+    """Greedy gain minus sampled gain, paired by problem, with its 95% bootstrap interval: above
+    0, training made the most likely answer right more often than it raised the right samples."""
+    greedy = {side: [float(row[f"{side}_strict"]) for row in results["problems"]]
+              for side in SIDES}
+    shares = sampled["per_problem"]
+    greedy_gain = [t - b for b, t in zip(greedy["base"], greedy["trained"], strict=True)]
+    sampled_gain = [t - b for b, t in zip(shares["base"], shares["trained"], strict=True)]
+    found = _paired(sampled_gain, greedy_gain)
+    return {"difference": found["gain"], "ci_low": found["ci_low"], "ci_high": found["ci_high"]}
+
+
+def _row(label: str, found: dict[str, Any], interval: bool = True) -> str:
+    line = (f"{label:<24}{found['base']:>7.1%}{found['trained']:>9.1%}  "
+            f"{100 * found['gain']:+.1f} points")
+    if interval:
+        line += (f" (paired 95% interval {100 * found['ci_low']:+.1f} to "
+                 f"{100 * found['ci_high']:+.1f})")
+    return line
 
 
 def describe_sampled(sampled: dict[str, Any], results: dict[str, Any]) -> str:
-    """Greedy and sampled accuracy side by side, base and trained, and what the two gains say."""
+    """Greedy, sampled, maj@k and pass@k accuracy, base and trained, and the paired test of
+    whether training sharpened the most likely answer more than it raised the right samples."""
     greedy = {side: results["scores"][side]["strict"]["accuracy"] for side in SIDES}
-    greedy_gain = greedy["trained"] - greedy["base"]
     temperature = results["settings"]["temperature"]
     first = "greedy, 1 answer" if temperature == 0 else f"T={temperature:g}, 1st answer"
-    k = sampled["settings"]["num_samples"]
-    second = f"sampled, T={sampled['settings']['temperature']:g}, {k} answers"
+    k, hot = sampled["settings"]["num_samples"], f"T={sampled['settings']['temperature']:g}"
     rose = ("rose beyond its noise" if sampled["ci_low"] > 0 else "fell beyond its noise"
             if sampled["ci_high"] < 0 else "did not move beyond its noise")
-    if greedy_gain > sampled["ci_high"]:
-        reading = ("the greedy gain lies above the sampled gain's interval: training made the "
-                   "most likely answer right more often than it raised the share of right samples")
-    elif greedy_gain < sampled["ci_low"]:
-        reading = ("the greedy gain lies below the sampled gain's interval: the samples gained "
-                   "more than the most likely answer")
+    sharper = sharpening(sampled, results)
+    if sharper["ci_low"] > 0:
+        reading = "training sharpened the most likely answer more than it raised the right samples"
+    elif sharper["ci_high"] < 0:
+        reading = "the samples gained more than the most likely answer"
     else:
-        reading = ("the greedy gain lies inside the sampled gain's interval: the most likely "
-                   "answer and the samples moved about alike")
+        reading = "the two gains cannot be told apart"
     return "\n".join([
         f"{sampled['n']} problems, strict     base  trained  gain",
-        f"{first:<24}{greedy['base']:>7.1%}{greedy['trained']:>9.1%}  "
-        f"{100 * greedy_gain:+.1f} points",
-        f"{second:<24}{sampled['base']:>7.1%}{sampled['trained']:>9.1%}  "
-        f"{100 * sampled['gain']:+.1f} points (paired 95% interval "
-        f"{100 * sampled['ci_low']:+.1f} to {100 * sampled['ci_high']:+.1f})",
-        f"The sampled accuracy {rose}; {reading}.",
+        _row(first, {**greedy, "gain": greedy["trained"] - greedy["base"]}, interval=False),
+        _row(f"sampled, {hot}, {k} answers", sampled),
+        _row(f"maj@{k}, {hot}", sampled["maj"]),
+        _row(f"pass@{k}, {hot}", sampled["pass"]),
+        f"The sampled accuracy {rose}. Greedy gain minus sampled gain, paired by problem: "
+        f"{100 * sharper['difference']:+.1f} points (95% interval {100 * sharper['ci_low']:+.1f} "
+        f"to {100 * sharper['ci_high']:+.1f}): {reading}.",
     ])
 
 

@@ -155,25 +155,26 @@ def trainer_callbacks(trainer: Any) -> list[str]:
     return [text for text in found if text is not None]
 
 
-def check_trainer(trainer: Any, run: RunFolder | Path, profile: Profile) -> None:
-    """Stop unless `trainer` is the run build_trainer assembles (what the script trains).
+def check_trainer(trainer: Any, run: RunFolder | Path, profile: Profile) -> str:
+    """One line naming any change of `trainer`'s rewards from the course's; stop unless its
+    callbacks are the ones build_trainer assembles (held-out scoring on the profile's problems).
 
-    Compares the reward functions, and the course's callbacks with their settings (held-out
-    scoring on the profile's number of problems); the config is held equal to the script's by
-    tests/test_train_script.py, and a learner's edits to it are said by compare_with_course.
+    The config is held equal to the script's by tests/test_train_script.py, and a learner's
+    edits to it are said by compare_with_course; a reward change is said here, the same way.
     """
     from helpers.rewards import REWARD_FUNCS
 
     expected = course_callbacks(run, profile, trainer.args)
-    rewards = [f.__name__ for f in trainer.reward_funcs]
-    differences = []
-    if rewards != [f.__name__ for f in REWARD_FUNCS]:
-        differences.append(f"reward_funcs {rewards}")
-    if trainer_callbacks(trainer) != expected:
-        differences.append(f"callbacks {trainer_callbacks(trainer)} instead of {expected}")
-    if differences:
+    if trainer_callbacks(trainer) != expected:  # trl itself holds reward_weights to the rewards
         raise TrainingConfigError(
             f"This trainer is not the run helpers.grpo_run.build_trainer assembles for the "
-            f"{profile.name} profile: {'; '.join(differences)}. Set them back, or change "
-            "course_callbacks and build_trainer in helpers/grpo_run.py for every caller."
+            f"{profile.name} profile: callbacks {trainer_callbacks(trainer)} instead of "
+            f"{expected}. Set them back, or change course_callbacks and build_trainer in "
+            "helpers/grpo_run.py for every caller."
         )
+    ours = [f.__name__ for f in trainer.reward_funcs]
+    course = [f.__name__ for f in REWARD_FUNCS]
+    if ours == course:
+        return "check_trainer: the course's rewards and callbacks, as scripts/train_grpo.py has."
+    return (f"check_trainer: the course's callbacks; your rewards {ours} (course: {course}). "
+            "This run trains with yours; scripts/train_grpo.py keeps the course's.")

@@ -149,8 +149,8 @@ def _same_value(gold: str, span: str) -> bool:
     return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None))
 
 
-def is_correct(text: str, gold: str, mode: Mode = "strict") -> bool:
-    """Does the completion's final answer equal `gold`?
+def final_answer(text: str, mode: Mode = "strict") -> str | None:
+    """The span `is_correct` judges, or None.
 
     strict: only the taught format counts, exactly one <answer>...</answer>.
     lenient: also \\boxed{N}, "The answer is N", or else the last number in the text.
@@ -158,8 +158,18 @@ def is_correct(text: str, gold: str, mode: Mode = "strict") -> bool:
     if mode not in ("strict", "lenient"):
         raise ValueError(f"mode must be 'strict' or 'lenient', got {mode!r}")
     clipped = _clip(text)
-    span = _single_answer(clipped) if mode == "strict" else _lenient_candidate(clipped)
-    return span is not None and _same_value(str(gold).strip(), span)
+    return _single_answer(clipped) if mode == "strict" else _lenient_candidate(clipped)
+
+
+def same_answer(span: str, gold: str) -> bool:
+    """Does an answer span equal `gold`? (math-verify decides: "1,234" and "72.0" count.)"""
+    return _same_value(str(gold).strip(), span)
+
+
+def is_correct(text: str, gold: str, mode: Mode = "strict") -> bool:
+    """Does the completion's final answer (`final_answer`) equal `gold`?"""
+    span = final_answer(text, mode)
+    return span is not None and same_answer(span, gold)
 
 
 def _golds(kwargs: dict[str, Any], n: int, name: str) -> list[Any]:

@@ -396,7 +396,29 @@ def test_sampled_accuracy_scores_every_sample_of_both_sides_on_the_same_prompts(
     assert result["base"] == pytest.approx(0.25) and result["trained"] == pytest.approx(0.55)
     assert result["gain"] == pytest.approx(0.30)
     assert 0 < result["ci_low"] <= result["gain"] <= result["ci_high"] <= 0.5
+    # maj@4: base's one right answer is outvoted by three "-1"; trained's three right ones win.
+    assert result["maj"]["per_problem"] == {"base": [False] * 5,
+                                            "trained": [True, False, True, False, True]}
+    assert result["maj"]["gain"] == pytest.approx(0.6)
+    # pass@4: every problem has at least one right sample on both sides.
+    assert result["pass"]["per_problem"]["base"] == [1.0] * 5
+    assert result["pass"]["gain"] == 0.0 == result["pass"]["ci_low"] == result["pass"]["ci_high"]
     assert "base, sampled: 20 answers (4 a problem)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("answers", "right"), [
+    (["7", "7", "8", "9"], True),  # most samples say 7
+    (["8", "7", "7", "8"], False),  # a tie goes to the answer seen first
+    (["8", None, None, "7 "], False),  # no answer abstains; 8 came first
+    ([None, None, None, " 7"], True),  # one vote is a majority when the rest abstain
+    ([None, None, None, None], False),
+])
+def test_majority_right_votes_over_the_answers_the_samples_give(answers, right):
+    from helpers.evaluation import majority_right
+
+    samples = [Generation("no tags" if a is None else f"<answer>{a}</answer>", 3, False)
+               for a in answers]
+    assert majority_right(samples, "7") is right
 
 
 def test_sampled_accuracy_refuses_greedy_settings():
@@ -407,24 +429,49 @@ def test_sampled_accuracy_refuses_greedy_settings():
                          Path("unused"), generate=sampling_generate([]))
 
 
-@pytest.mark.parametrize(("greedy_gain", "sampled", "reading"), [
-    (0.30, (0.05, 0.01, 0.09), "lies above the sampled gain's interval"),
-    (0.10, (0.12, 0.08, 0.16), "lies inside the sampled gain's interval"),
-    (0.00, (0.12, 0.08, 0.16), "lies below the sampled gain's interval"),
-])
-def test_describe_sampled_reads_the_greedy_gain_against_the_sampled_interval(
-    greedy_gain, sampled, reading):
-    from helpers.evaluation import describe_sampled, sampled_settings
+def sampled_summary(base: list[float], trained: list[float]) -> dict:
+    """sampled_accuracy's result for per-problem right shares (maj and pass copy the shares)."""
+    from helpers.evaluation import _paired, sampled_settings
 
-    results = fake_results(4, 4 + round(10 * greedy_gain), 4, 4)
-    gain, low, high = sampled
-    summary = {"settings": dataclasses.asdict(sampled_settings(DecodingSettings(8))), "n": 10,
-               "base": 0.3, "trained": 0.3 + gain, "gain": gain, "ci_low": low, "ci_high": high}
-    text = describe_sampled(summary, results)
-    lines = text.splitlines()
-    assert lines[0].startswith("10 problems, strict")
-    assert lines[1].startswith("greedy, 1 answer")
-    assert f"{100 * greedy_gain:+.1f} points" in lines[1]
-    assert lines[2].startswith("sampled, T=1, 4 answers") and "30.0%" in lines[2]
-    assert f"paired 95% interval {100 * low:+.1f} to {100 * high:+.1f}" in lines[2]
-    assert "The sampled accuracy rose beyond its noise" in lines[3] and reading in lines[3]
+    found = {**_paired(base, trained), "per_problem": {"base": base, "trained": trained}}
+    return {"settings": dataclasses.asdict(sampled_settings(DecodingSettings(8))), "n": len(base),
+            **found, "maj": found, "pass": found}
+
+
+def with_problems(results: dict, base: list[bool], trained: list[bool]) -> dict:
+    rows = [{"base_strict": b, "trained_strict": t} for b, t in zip(base, trained, strict=True)]
+    return {**results, "problems": rows}
+
+
+# 20 problems. Greedy: base right on 0-5, trained on 0-5 and 10-19 (+50 points).
+GREEDY_BASE = [i < 6 for i in range(20)]
+GREEDY_TRAINED = [i < 6 or i >= 10 for i in range(20)]
+
+
+@pytest.mark.parametrize(("trained_shares", "reading"), [
+    # the samples barely move: the greedy gain is larger on problem after problem
+    ([0.25] * 18 + [0.5, 0.5], "training sharpened the most likely answer more than"),
+    # the samples gain about as much, some where the greedy answer moved and some elsewhere
+    ([0.75] * 5 + [0.25] * 5 + [1.0] * 10, "the two gains cannot be told apart"),
+    # the samples gain everywhere, even where the greedy answer stays
+    ([1.0] * 20, "the samples gained more than the most likely answer"),
+])
+def test_describe_sampled_tests_sharpening_paired_by_problem(trained_shares, reading):
+    from helpers.evaluation import describe_sampled, sharpening
+
+    results = with_problems(fake_results(3, 8, 3, 8), GREEDY_BASE, GREEDY_TRAINED)
+    results["scores"]["base"]["strict"]["accuracy"] = 0.3
+    results["scores"]["trained"]["strict"]["accuracy"] = 0.8
+    sampled = sampled_summary([0.25] * 20, trained_shares)
+    sharper = sharpening(sampled, results)
+    expected = 0.5 - (sum(trained_shares) / 20 - 0.25)
+    assert sharper["difference"] == pytest.approx(expected)
+    assert sharper["ci_low"] <= sharper["difference"] <= sharper["ci_high"]
+    lines = describe_sampled(sampled, results).splitlines()
+    assert lines[0].startswith("20 problems, strict")
+    assert lines[1].startswith("greedy, 1 answer") and "+50.0 points" in lines[1]
+    assert lines[2].startswith("sampled, T=1, 4 answers") and "25.0%" in lines[2]
+    assert lines[3].startswith("maj@4, T=1") and lines[4].startswith("pass@4, T=1")
+    assert "paired 95% interval" in lines[2] and "paired 95% interval" in lines[4]
+    assert f"paired by problem: {100 * expected:+.1f} points" in lines[5]
+    assert lines[5].endswith(f": {reading}.") or f": {reading} " in lines[5]

@@ -251,8 +251,14 @@ def test_notebook_06s_quotes_read_the_lines_describe_sampled_prints():
     greedy = {side: {"strict": {"accuracy": accuracy}} for side, accuracy in
               (("base", 0.385), ("trained", 0.55))}
     results = {"settings": dataclasses.asdict(DecodingSettings(48)), "scores": greedy}
+    # 200 problems: greedy 77 -> 110 right; samples 1 of 4 -> 2 of 4 right on problems 0-99
+    results["problems"] = [{"base_strict": i < 77, "trained_strict": i < 110} for i in range(200)]
+    shares = {"base": [0.25] * 100 + [0.0] * 100, "trained": [0.5] * 100 + [0.0] * 100}
+    paired = {"base": 0.125, "trained": 0.25, "gain": 0.125, "ci_low": 0.1, "ci_high": 0.15}
     sampled = {"settings": dataclasses.asdict(sampled_settings(DecodingSettings(48))), "n": 200,
-               "base": 0.309, "trained": 0.441, "gain": 0.132, "ci_low": 0.084, "ci_high": 0.181}
+               "base": 0.309, "trained": 0.441, "gain": 0.132, "ci_low": 0.084, "ci_high": 0.181,
+               "per_problem": shares, "maj": {**paired, "base": 0.2, "trained": 0.3},
+               "pass": {**paired, "base": 0.6, "trained": 0.65, "gain": 0.05}}
     text = describe_sampled(sampled, results) + "\n"
     cell = {"cell_type": "code", "source": [output_quotes.SAMPLED_CELL + "\n"],
             "outputs": [{"output_type": "stream", "name": "stdout", "text": [text]}]}
@@ -261,4 +267,6 @@ def test_notebook_06s_quotes_read_the_lines_describe_sampled_prints():
         "nb06.sampled_n": "200", "nb06.greedy_base": "38.5%", "nb06.greedy_trained": "55.0%",
         "nb06.greedy_gain": "+16.5", "nb06.sampled_base": "30.9%", "nb06.sampled_trained": "44.1%",
         "nb06.sampled_gain": "+13.2", "nb06.sampled_low": "+8.4", "nb06.sampled_high": "+18.1",
-        "nb06.sampled_moved": "rose", "nb06.sampled_reading": "inside"}
+        "nb06.sampled_moved": "rose", "nb06.maj_base": "20.0%", "nb06.maj_trained": "30.0%",
+        "nb06.pass_base": "60.0%", "nb06.pass_trained": "65.0%", "nb06.pass_gain": "+5.0",
+        "nb06.sharpening": "+4.0", "nb06.sharpening_reading": "the two gains cannot be told apart"}

@@ -80,6 +80,36 @@ def test_the_flags_pick_the_same_callbacks_to_build_and_to_expect(loaded, tmp_pa
     assert built == course_callbacks(run, SMOKE, trainer.args, **flags)
 
 
+def test_the_courses_own_trainer_is_named_as_the_course(loaded, tmp_path: Path):
+    trainer, run = engine_trainer(loaded, tmp_path)
+    assert check_trainer(trainer, run, SMOKE) == (
+        "check_trainer: the course's rewards and callbacks, as scripts/train_grpo.py has.")
+
+
+def test_a_changed_reward_is_named_and_trains(loaded, tmp_path: Path):
+    """Notebook 05's rewards can change where it trains: check_trainer names the change the way
+    compare_with_course names a config edit, and two steps train with the new reward."""
+    from helpers.rewards import correctness_reward, strict_format_reward
+
+    def brevity_reward(completions, **kwargs):
+        return [-len(str(c)) / 1000 for c in completions]
+
+    model, tokenizer = loaded
+    run = RunFolder(tmp_path)
+    config = make_grpo_config(SMOKE, detect_hardware(), run.checkpoints, max_steps=2,
+                              reward_weights=[2.0, 0.5, 0.1], save_strategy="no")
+    rewards = [correctness_reward, strict_format_reward, brevity_reward]
+    trainer = build_trainer(model, tokenizer, config, SMOKE, run, reward_funcs=rewards)
+    line = check_trainer(trainer, run, SMOKE)
+    assert "your rewards ['correctness_reward', 'strict_format_reward', 'brevity_reward']" in line
+    assert "'numeric_reward'" in line.split("(course:")[1]
+    trainer.remove_callback(HeldOutAccuracy)  # scored elsewhere; here only the reward matters
+    trainer.train()
+    logged = [e for e in trainer.state.log_history if "rewards/brevity_reward/mean" in e]
+    assert [e["step"] for e in logged] == [1, 2]
+    assert all(e["rewards/brevity_reward/mean"] < 0 for e in logged)
+
+
 def test_a_trainer_without_held_out_scoring_is_refused_by_name(loaded, tmp_path: Path):
     trainer, run = engine_trainer(loaded, tmp_path)
     trainer.remove_callback(HeldOutAccuracy)

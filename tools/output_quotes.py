@@ -75,7 +75,14 @@ QUOTES: dict[str, dict[str, Quote]] = {
             "sampled_low": r"paired 95% interval ([+-][\d.]+) to",
             "sampled_high": r"paired 95% interval [+-][\d.]+ to ([+-][\d.]+)",
             "sampled_moved": r"The sampled accuracy (rose|fell|did not move) beyond its noise",
-            "sampled_reading": r"; the greedy gain lies (above|below|inside) the sampled gain",
+            "maj_base": r"maj@\d+, T=1\s+([\d.]+%)",
+            "maj_trained": r"maj@\d+, T=1\s+[\d.]+%\s+([\d.]+%)",
+            "pass_base": r"pass@\d+, T=1\s+([\d.]+%)",
+            "pass_trained": r"pass@\d+, T=1\s+[\d.]+%\s+([\d.]+%)",
+            "pass_gain": r"pass@\d+, T=1\s+[\d.]+%\s+[\d.]+%\s+([+-][\d.]+)",
+            "sharpening": r"paired by problem: ([+-][\d.]+) points",
+            "sharpening_reading": (r"paired by problem: .+\): (training sharpened|"
+                                   r"the samples gained|the two gains cannot be told apart)"),
         }.items()},
     },
     "09": {  # the page's GRPO run, set beside the benchmark's longer one
