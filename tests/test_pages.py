@@ -12,6 +12,10 @@ from helpers.session import solution_runs
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 MAX_WORDS = 300  # a markdown cell longer than this is split, or its digression moves to docs/
+# The reading budget of notebooks 00-10 (11, the lab, has its own): all their markdown, the main
+# path (everything before Solutions and Sources), and the longest cell a learner must read on it.
+BUDGET_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem[:2] <= "10"]
+BUDGET_ALL, BUDGET_MAIN, BUDGET_MAIN_CELL = 24_000, 20_000, 220
 
 
 def cells(path: Path) -> list[dict]:
@@ -28,6 +32,27 @@ def test_no_markdown_cell_is_a_wall(path: Path):
     walls = {i: words(c) for i, c in enumerate(cells(path))
              if c["cell_type"] == "markdown" and words(c) > MAX_WORDS}
     assert not walls, f"{path.name}: markdown cells over {MAX_WORDS} words (cell: words): {walls}"
+
+
+def main_path(path: Path) -> list[dict]:
+    """The markdown cells a learner reads before the folded Solutions and the Sources."""
+    found = [c for c in cells(path) if c["cell_type"] == "markdown"]
+    end = next((i for i, c in enumerate(found)
+                if re.match(r"## (Solutions|Sources)\b", "".join(c["source"]))), len(found))
+    return found[:end]
+
+
+def test_notebooks_00_to_10_keep_their_reading_budget():
+    every = sum(words(c) for p in BUDGET_NOTEBOOKS for c in cells(p)
+                if c["cell_type"] == "markdown")
+    main = sum(words(c) for p in BUDGET_NOTEBOOKS for c in main_path(p))
+    long = {f"{p.stem[:2]} cell {cells(p).index(c)}": words(c) for p in BUDGET_NOTEBOOKS
+            for c in main_path(p) if words(c) > BUDGET_MAIN_CELL}
+    assert len(BUDGET_NOTEBOOKS) == 11, [p.name for p in BUDGET_NOTEBOOKS]
+    fix = "cut, or move the digression to docs/ and link it"
+    assert every <= BUDGET_ALL, f"notebooks 00-10: {every} markdown words > {BUDGET_ALL}: {fix}"
+    assert main <= BUDGET_MAIN, f"their main path: {main} words > {BUDGET_MAIN}: {fix}"
+    assert not long, f"main-path cells over {BUDGET_MAIN_CELL} words: {long}"
 
 
 def test_the_training_cell_comes_in_the_first_third_of_its_notebook():
