@@ -45,6 +45,17 @@ def _thirds(values: list[float]) -> tuple[list[float], list[float]]:
     return values[:k], values[-k:]
 
 
+def _start_and_end(values: list[float]) -> tuple[list[float], list[float]]:
+    """The first tenth of a run (at least 2 steps) and its last third: a rise that comes early
+    and then levels off, as most of GRPO's do, is between these two, not between the thirds."""
+    return values[:max(2, len(values) // 10)], _thirds(values)[1]
+
+
+def _rise(values: list[float]) -> float:
+    start, end = _start_and_end(values)
+    return _mean(end) - _mean(start)
+
+
 def _slope(values: list[float]) -> float:
     """Least-squares slope of `values` against 0, 1, 2, ... (per step)."""
     n = len(values)
@@ -55,11 +66,11 @@ def _slope(values: list[float]) -> float:
 
 @dataclass(frozen=True)
 class Trend:
-    """A series' slope, and how often shuffling the same values gave a slope at least as steep."""
+    """A series' start and end, and how often shuffling the same values gave as large a rise."""
 
     slope: float
-    p_value: float  # one-sided permutation p-value for "rising"
-    first: float  # mean of the first third
+    p_value: float  # one-sided permutation p-value for "the last third above the start"
+    first: float  # mean of the first tenth (at least 2 steps)
     last: float  # mean of the last third
 
     @property
@@ -74,23 +85,24 @@ TREND_SHUFFLES = 1000
 
 
 def trend(values: list[float], shuffles: int = TREND_SHUFFLES, seed: int = 0) -> Trend:
-    """Did `values` rise? A permutation test of the slope: order matters only if it rose."""
+    """Did `values` rise? A permutation test of the last third's mean against the start's:
+    order matters only if it rose."""
     import random
 
     if len(values) < 3:
         raise ValueError(f"A trend needs at least 3 logged steps, got {len(values)}.")
-    observed, rng, shuffled = _slope(values), random.Random(seed), list(values)
-    as_steep = 0
+    observed, rng, shuffled = _rise(values), random.Random(seed), list(values)
+    as_large = 0
     for _ in range(shuffles):
         rng.shuffle(shuffled)
-        as_steep += _slope(shuffled) >= observed
-    first, last = (_mean(part) for part in _thirds(values))
-    return Trend(observed, (as_steep + 1) / (shuffles + 1), first, last)
+        as_large += _rise(shuffled) >= observed
+    first, last = (_mean(part) for part in _start_and_end(values))
+    return Trend(_slope(values), (as_large + 1) / (shuffles + 1), first, last)
 
 
 def _describe(name: str, t: Trend) -> str:
-    return (f"{name} {t.first:.3f} -> {t.last:.3f} (first vs last third), slope {t.slope:+.4f} "
-            f"a step, p = {t.p_value:.3f} against shuffled copies of the log")
+    return (f"{name} {t.first:.3f} -> {t.last:.3f} (first tenth vs last third), p = "
+            f"{t.p_value:.3f} against shuffled copies of the log")
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,13 @@ class HeldOut:
             return False
         return self.last_interval[0] > self.first_interval[1]
 
+    @property
+    def fell(self) -> bool:
+        """Fell beyond its noise: the last score's interval lies wholly below the first's."""
+        if self.first_interval is None or self.last_interval is None:
+            return False
+        return self.last_interval[1] < self.first_interval[0]
+
 
 def heldout_evidence(log_history: LogHistory) -> HeldOut | None:
     """The held-out scores at the first and last measurement, or None with fewer than two."""
@@ -148,6 +167,9 @@ def _heldout_findings(held: HeldOut | None, log_history: LogHistory) -> list[Fin
             f"from step {held.first_step} to step {held.last_step}")
     if held.rose:
         return [Finding(True, text + ": beyond its noise (the 95% intervals do not overlap).")]
+    if held.fell:
+        return [Finding(False, text + ": it fell beyond its noise. The rewards may pay for "
+                               "something other than right answers: read the completions.")]
     if held.n is None:
         return [Finding(False, text + ": the log does not say how many problems were scored, "
                                "so this cannot tell a rise from noise.")]
@@ -160,9 +182,16 @@ def _sampled_flat(what: str, held: HeldOut) -> str:
     """A flat sampled curve beside a held-out rise: why that is not a problem, in one finding."""
     return (f"{what}; held-out greedy accuracy rose beyond its noise ({held.change:+.1f} points, "
             "above), so the run learned. A step's reward averages one batch of samples on new "
-            "problems, so it is noisy, and a straight line misses a rise that comes early and "
-            "then levels off; notebook 06 scores sampled answers on the held-out problems. "
-            "Information, not a problem.")
+            "problems, so it is noisy; notebook 06 scores sampled answers on the held-out "
+            "problems. Information, not a problem.")
+
+
+def _hacked(held: HeldOut) -> Finding:
+    """The reward rose and the answers did not: the alarm for a reward that pays the wrong thing."""
+    return Finding(False, (
+        f"The training reward rose while held-out greedy accuracy did not ({held.change:+.1f} "
+        "points, above): the rewards may pay for something other than right answers (reward "
+        "hacking). Read the completions and the reward components before training longer."))
 
 
 def _reward_findings(log_history: LogHistory, held: HeldOut | None) -> list[Finding]:
@@ -172,7 +201,9 @@ def _reward_findings(log_history: LogHistory, held: HeldOut | None) -> list[Find
     _, rewards = series(log_history, "reward")
     if len(rewards) >= 3:
         t = trend(rewards)
-        if t.rose:
+        if t.rose and held is not None and held.change <= 0:
+            findings.append(_hacked(held))
+        elif t.rose:
             findings.append(Finding(True, "The reward rose: " + _describe("reward", t) + "."))
         elif learned:
             findings.append(Finding(True, _sampled_flat(

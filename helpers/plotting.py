@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.logs import (
     HELDOUT_KEY,
+    KEY_REWARD,
     REWARD_PREFIX,
     LogHistory,
     reward_names,
@@ -96,6 +97,10 @@ def rolling_mean(values: Sequence[float], window: int) -> list[float]:
 def _draw_components(ax: Any, log: LogHistory) -> None:
     for name in reward_names(log):
         _line(ax, log, f"{REWARD_PREFIX}{name}/mean", label=name.removesuffix("_reward"))
+    steps, values = series(log, f"{REWARD_PREFIX}{KEY_REWARD}/mean")
+    if len(values) >= 2 * ROLLING_STEPS:  # the answers, not the format: its own smoothed line
+        ax.plot(steps, rolling_mean(values, ROLLING_STEPS), color="black", lw=1.5,
+                label=f"correctness, mean of the last {ROLLING_STEPS} steps")
     _legend_above(ax)
 
 

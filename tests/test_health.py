@@ -63,6 +63,41 @@ def test_a_flat_held_out_curve_gets_the_warning_and_the_learning_rate_advice(run
                for w in warnings)
 
 
+def rising(log: list[dict], key: str = "reward") -> list[dict]:
+    """The same run with `key` at its first value for 6 steps, then 0.5 higher to the end."""
+    entries = [dict(e) for e in log]
+    steps = [e for e in entries if key in e]
+    for i, entry in enumerate(steps):
+        entry[key] = 1.0 + (0.5 if i >= 6 else 0.0) + 0.01 * (i % 3)
+    return entries
+
+
+def test_a_rise_that_comes_early_and_levels_off_is_a_rise(run):
+    """Most of a GRPO run's gain comes in its first steps: the start against the last third
+    sees it, where the first third against the last does not."""
+    from helpers.health import trend
+    from helpers.logs import series
+
+    _, values = series(rising(run), "reward")
+    found = trend(values)
+    assert found.rose and found.first == pytest.approx(1.01) and found.last > 1.5
+    thirds = len(values) // 3
+    assert sum(values[:thirds]) / thirds > 1.3  # the first third already holds most of the rise
+
+
+def test_a_reward_that_rises_while_held_out_does_not_sounds_the_alarm(run):
+    hacked = with_heldout(rising(run), [0.385, 0.37, 0.36, 0.375, 0.38], n=200)
+    alarms = [line for line in lines(hacked) if "reward hacking" in line]
+    assert len(alarms) == 1 and alarms[0].startswith("WARN")
+    assert not [line for line in lines(rising(run)) if "reward hacking" in line]  # held-out rose
+
+
+def test_held_out_accuracy_that_falls_beyond_its_noise_is_a_warning(run):
+    fallen = with_heldout(run, [0.385, 0.30, 0.22, 0.18, 0.15], n=200)
+    found = [line for line in lines(fallen) if line.startswith("WARN Held-out")]
+    assert len(found) == 1 and "fell beyond its noise" in found[0]
+
+
 def test_a_rise_within_the_noise_of_32_problems_is_not_taken_as_learning(run):
     # +12.5 points on 32 problems (the t4 profile's held-out set): the intervals overlap.
     small = with_heldout(run, [0.375, 0.4375, 0.4375, 0.5, 0.5], n=32)
