@@ -72,10 +72,15 @@ class Trend:
     p_value: float  # one-sided permutation p-value for "the last third above the start"
     first: float  # mean of the first tenth (at least 2 steps)
     last: float  # mean of the last third
+    p_fell: float = 1.0  # the same for "the last third below the start"
 
     @property
     def rose(self) -> bool:
-        return self.p_value < TREND_ALPHA and self.slope > 0
+        return self.p_value < TREND_ALPHA and self.last > self.first
+
+    @property
+    def fell(self) -> bool:
+        return self.p_fell < TREND_ALPHA and self.last < self.first
 
 
 TREND_ALPHA = 0.01
@@ -92,12 +97,15 @@ def trend(values: list[float], shuffles: int = TREND_SHUFFLES, seed: int = 0) ->
     if len(values) < 3:
         raise ValueError(f"A trend needs at least 3 logged steps, got {len(values)}.")
     observed, rng, shuffled = _rise(values), random.Random(seed), list(values)
-    as_large = 0
+    as_large = as_low = 0
     for _ in range(shuffles):
         rng.shuffle(shuffled)
-        as_large += _rise(shuffled) >= observed
+        rise = _rise(shuffled)
+        as_large += rise >= observed
+        as_low += rise <= observed
     first, last = (_mean(part) for part in _start_and_end(values))
-    return Trend(_slope(values), (as_large + 1) / (shuffles + 1), first, last)
+    return Trend(_slope(values), (as_large + 1) / (shuffles + 1), first, last,
+                 (as_low + 1) / (shuffles + 1))
 
 
 def _describe(name: str, t: Trend) -> str:
@@ -168,8 +176,8 @@ def _heldout_findings(held: HeldOut | None, log_history: LogHistory) -> list[Fin
     if held.rose:
         return [Finding(True, text + ": beyond its noise (the 95% intervals do not overlap).")]
     if held.fell:
-        return [Finding(False, text + ": it fell beyond its noise. The rewards may pay for "
-                               "something other than right answers: read the completions.")]
+        return [Finding(False, text + ": it fell beyond its noise, so training made the model "
+                               "worse (the findings below say how).")]
     if held.n is None:
         return [Finding(False, text + ": the log does not say how many problems were scored, "
                                "so this cannot tell a rise from noise.")]
@@ -205,6 +213,11 @@ def _reward_findings(log_history: LogHistory, held: HeldOut | None) -> list[Find
             findings.append(_hacked(held))
         elif t.rose:
             findings.append(Finding(True, "The reward rose: " + _describe("reward", t) + "."))
+        elif t.fell:
+            findings.append(Finding(False, (
+                "The reward fell: " + _describe("reward", t) + ". The updates broke what the "
+                "model could do; the usual cause is a learning_rate too high (notebook 05 "
+                "section 8 shows one): lower it and train again.")))
         elif learned:
             findings.append(Finding(True, _sampled_flat(
                 "The sampled reward did not rise clearly: " + _describe("reward", t), held)))
@@ -235,6 +248,8 @@ def _reward_findings(log_history: LogHistory, held: HeldOut | None) -> list[Find
     ]
     if t.rose:
         findings.append(Finding(True, f"{fired}, and rose: " + _describe(KEY_REWARD, t) + "."))
+    elif t.fell:
+        findings.append(Finding(False, f"{fired} and fell: {_describe(KEY_REWARD, t)}."))
     elif format_rose:  # strict held-out accuracy can rise on the format alone: still worth a look
         findings.append(Finding(False, (
             f"{fired} and stayed flat while {', '.join(format_rose)} rose: the run learned the "

@@ -203,6 +203,35 @@ def plot_training(log_history: LogHistory, fig: Figure | None = None) -> Figure:
     return fig
 
 
+COMPARED = (HELDOUT_KEY, "reward", "entropy")  # what tells a run that went wrong from its fix
+
+
+def plot_runs(logs: dict[str, LogHistory]) -> Figure:
+    """Runs side by side, a line each: held-out accuracy, the reward (the mean of the last
+    ROLLING_STEPS steps) and the entropy."""
+    from matplotlib.figure import Figure
+
+    panels = {panel.keys[0]: panel for panel in PANELS if panel.keys}
+    fig = Figure(figsize=(4.2 * len(COMPARED), 2.9))
+    for index, key in enumerate(COMPARED, start=1):
+        ax, title = fig.add_subplot(1, len(COMPARED), index), panels[key].title
+        for name, log in logs.items():
+            steps, values = series(log, key)
+            if key == "reward":
+                values = rolling_mean(values, ROLLING_STEPS)
+            ax.plot(steps, values, marker="o" if len(steps) < 10 else None, label=name)
+        if key == "reward":
+            title += f", mean of the last {ROLLING_STEPS} steps"
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(panels[key].ylabel, fontsize=8)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def save_figure(log_history: LogHistory, path: Path) -> Path:
     """Plot the log and write it as a PNG (folders created)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from helpers.paths import shown
 from helpers.profiles import PROFILES, Profile, TrainingConfigError
 from helpers.run_folder import RunFolder, run_dir
 from helpers.storage import RunFolderError, check_writable
-from scripts._cli import OneLineParser, positive_int
+from scripts._cli import OneLineParser, positive_float, positive_int
 
 if TYPE_CHECKING:
     from trl import GRPOConfig
@@ -61,6 +61,10 @@ def build_parser() -> OneLineParser:
     parser.add_argument(
         "--max-steps", type=positive_int, default=None,
         help="optimizer steps; default: the profile's max_steps",
+    )
+    parser.add_argument(
+        "--learning-rate", type=positive_float, default=None,
+        help="instead of the course's (notebook 05 section 7 shows a run with one 10x too high)",
     )
     parser.add_argument(
         "--output-dir", type=Path, default=None,
@@ -105,6 +109,8 @@ def config_overrides(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     if args.max_steps is not None:
         overrides["max_steps"] = args.max_steps
+    if args.learning_rate is not None:
+        overrides["learning_rate"] = args.learning_rate
     if plan.world_size > 1:
         # Every LoRA weight gets a gradient each step: DDP need not search the graph for unused
         # ones (that search also clashes with gradient checkpointing's second forward pass).

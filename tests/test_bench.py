@@ -66,9 +66,14 @@ def ablation_stand_ins(monkeypatch, module) -> None:
     monkeypatch.setattr(module, "one_run", one_run)
 
 
+def failing_stand_ins(monkeypatch, module) -> None:
+    by_rate = {run["learning_rate"]: run for run in committed("failing_run")["runs"].values()}
+    monkeypatch.setattr(module, "train", lambda folder, learning_rate: by_rate[learning_rate])
+
+
 STAND_INS = {"smoke_model": smoke_stand_ins, "toy_r1": toy_stand_ins,
              "grpo_vs_trl": trl_stand_ins, "rewards": rewards_stand_ins,
-             "ablations": ablation_stand_ins}
+             "ablations": ablation_stand_ins, "failing_run": failing_stand_ins}
 
 
 def bench_scripts() -> list[str]:

@@ -5,6 +5,7 @@ steps), with `HeldOutAccuracy`'s greedy scores on 200 held-out problems every 15
 """
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,21 @@ def test_notebook_05_stored_health_check_has_no_warn_line():
     printed = stored_text(cell)
     assert "Held-out greedy accuracy" in printed
     assert "WARN" not in printed and "learning_rate" not in printed, printed
+
+
+def test_notebook_05s_stored_failing_run_is_warned_and_its_fix_is_not():
+    """Section 8 reads runs/bench/failing_run.json: the learning rate 10x too high must be
+    flagged, by held-out accuracy falling, and the course's run beside it must not."""
+    runs = json.loads((ROOT / "runs" / "bench" / "failing_run.json").read_text())["runs"]
+    assert runs["too_high"]["learning_rate"] == 10 * runs["course"]["learning_rate"]
+    broken = [line for line in lines(runs["too_high"]["log"]) if line.startswith("WARN")]
+    assert any("fell beyond its noise" in line for line in broken), broken
+    assert any(line.startswith("WARN The reward fell") and "learning_rate too high" in line
+               for line in broken), broken
+    held = [e[HELDOUT_KEY] for e in runs["too_high"]["log"] if HELDOUT_KEY in e]
+    assert held[0] > 0.3 and held[1:] == [0.0] * (len(held) - 1)  # as section 8 says
+    # ... and its entropy ends near a uniform guess over the smoke model's 474 tokens
+    entropy = [e["entropy"] for e in runs["too_high"]["log"] if "entropy" in e]
+    vocab = json.loads((ROOT / "models" / "smoke" / "config.json").read_text())["vocab_size"]
+    assert vocab == 474 and min(entropy[-len(entropy) // 3:]) > 0.9 * math.log(vocab)
+    assert not [line for line in lines(runs["course"]["log"]) if line.startswith("WARN")]

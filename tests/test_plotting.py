@@ -308,3 +308,21 @@ def test_live_plot_headless_writes_log_and_figure(full, tmp_path):
     assert json.loads((tmp_path / "log_history.json").read_text()) == full
     assert live.figure_path.exists()
     assert not math.isnan(json.loads((tmp_path / "log_history.json").read_text())[0]["step"])
+
+
+def test_runs_side_by_side_draw_one_line_per_run_in_each_panel():
+    from helpers.logs import HELDOUT_KEY
+    from helpers.plotting import COMPARED, ROLLING_STEPS, plot_runs, rolling_mean
+
+    logs = {"course": load("smoke_heldout_log_history.json"),
+            "other": load("smoke_log_history.json")}
+    fig = plot_runs(logs)
+    assert [ax.get_title().split(",")[0] for ax in fig.axes] == [
+        "Held-out accuracy (greedy", "Total reward (weighted sum)", "Entropy of the next token"]
+    assert len(COMPARED) == len(fig.axes) and COMPARED[0] == HELDOUT_KEY
+    held, reward = fig.axes[0].get_lines(), fig.axes[1].get_lines()
+    assert [line.get_label() for line in held] == ["course", "other"]
+    assert list(held[0].get_ydata()) == series(logs["course"], HELDOUT_KEY)[1]
+    assert len(held[1].get_ydata()) == 0  # the second log has no held-out scores
+    smoothed = rolling_mean(series(logs["other"], "reward")[1], ROLLING_STEPS)
+    assert list(reward[1].get_ydata()) == pytest.approx(smoothed)
