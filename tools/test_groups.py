@@ -104,5 +104,6 @@ def store_durations(measured: dict[str, float], command: str, path: Path | None 
     """Merge a session's seconds per group into the stored file (the groups it did not run stay)."""
     path = path or DURATIONS
     seconds = read_durations(path) | {group: round(s, 1) for group, s in measured.items()}
-    path.write_text(json.dumps({"command": command, "seconds": dict(sorted(seconds.items()))},
-                               indent=1) + "\n")
+    # bench/_results.py's diff-friendly form (tests/test_figures.py checks every file there).
+    path.write_text(json.dumps({"command": command, "seconds": seconds}, indent=2, sort_keys=True,
+                               ensure_ascii=False) + "\n")
