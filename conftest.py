@@ -3,7 +3,7 @@
 pytest-xdist sends each group whole to one process (the scheduler below), in the order of
 runs/bench/test_durations.json, the longest first; tools/test_groups.py says what a group is and
 which tier runs it (docs/ci.md). Options:
-    --fast              leave out the groups that took 20 s or more (make test-fast)
+    --fast              leave out the longest groups (make test-fast; tools/test_groups.py)
     --store-durations   write this session's seconds per group into the durations file
 (xdist's own `--dist loadgroup` cannot do this with pytest 9, whose test ids it no longer rewrites.)
 """
@@ -16,7 +16,7 @@ import shlex
 import pytest
 
 from tools.test_groups import (
-    FAST_LIMIT_S,
+    FAST_SHARE,
     group_of,
     group_seconds,
     is_release,
@@ -36,8 +36,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fast", action="store_true",
-                     help=f"leave out the groups that took {FAST_LIMIT_S:.0f} s or more "
-                          "(runs/bench/test_durations.json)")
+                     help=f"leave out the groups that take {FAST_SHARE:.0%} or more of the "
+                          "stored time (runs/bench/test_durations.json)")
     parser.addoption("--store-durations", action="store_true",
                      help="write each group's seconds into runs/bench/test_durations.json")
 

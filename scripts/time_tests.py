@@ -8,8 +8,9 @@
 CPU-seconds are user + sys of make and every process it waited for (pip, the test processes, the
 notebook kernels): the work the code asks for, much the same on a busy machine. Wall time follows
 the machine, so each run also records a gauge of its speed, `pytest tests/test_paths.py -n 2`.
-The session stores its seconds per test group too (pytest --store-durations), from which
-conftest.py orders the next session.
+`make test` and `make test-release` also store their seconds per test group (pytest
+--store-durations), from which conftest.py orders the next session and draws `make test-fast`'s
+line; test-fast stores none, since the file's figures must come from whole sessions.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ RECORD = ROOT / "runs" / "bench" / "make_test.json"
 DURATIONS = Path("runs") / "bench" / "test_durations.json"
 GAUGE = [".venv/bin/python", "-m", "pytest", "tests/test_paths.py", "-n", "2", "-q",
          "-p", "no:randomly"]
+STORES_DURATIONS = ("test", "test-release")  # whole tiers: their groups' seconds compare
 # pytest's last line: "1339 passed, 4 skipped in 941.20s (0:15:41)", between = signs or not.
 SUMMARY = re.compile(r"(\d+ (?:passed|failed|error).*?) in ([\d.]+)s")
 
@@ -86,7 +88,9 @@ def commit_of(folder: Path) -> str:
 
 def measure(target: str, folder: Path, fresh: bool) -> dict[str, object]:
     """Run `make target` in `folder`, then the speed gauge; the record of both."""
-    env = {**os.environ, "PYTEST_ADDOPTS": "--store-durations"}
+    env = dict(os.environ)
+    if target in STORES_DURATIONS:
+        env["PYTEST_ADDOPTS"] = "--store-durations"
     record: dict[str, object] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"), "commit": commit_of(folder),
         "target": target, "fresh_clone": fresh, "cpu": cpu_model(), "cores": os.cpu_count(),

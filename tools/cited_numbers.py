@@ -397,10 +397,11 @@ def make_test_figures(data: dict[str, Any]) -> dict[str, str]:
 def test_group_figures(data: dict[str, Any]) -> dict[str, str]:
     """runs/bench/test_durations.json: where `make test`'s time goes, and what test-fast leaves."""
     from tools.test_groups import (
-        FAST_LIMIT_S,
+        FAST_SHARE,
         RELEASE_SUFFIX,
         RUN_CHAIN,
         RUN_CHAIN_GROUP,
+        fast_limit_s,
         slow_groups,
     )
 
@@ -417,7 +418,8 @@ def test_group_figures(data: dict[str, Any]) -> dict[str, str]:
     longest = sorted(gate, key=gate.__getitem__, reverse=True)[:8]
     return {"test_durations.longest": ", ".join(f"{name(g)} {gate[g]:.0f} s" for g in longest),
             "test_durations.slow": ", ".join(sorted(map(name, slow_groups(gate)))),
-            "test_durations.fast_limit": seconds(FAST_LIMIT_S),
+            "test_durations.fast_share": f"{FAST_SHARE:.0%}",
+            "test_durations.fast_limit": seconds(fast_limit_s(seconds_of)),
             "test_durations.test": minutes(sum(gate.values())),
             "test_durations.release": minutes(sum(seconds_of.values()) - sum(gate.values()))}
 

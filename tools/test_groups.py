@@ -7,8 +7,9 @@ conftest.py applies these rules; they live here so that a test can import them.
   `pytest --store-durations`): the longest first, so no process is left alone with a long one at
   the end; a group the file does not know yet goes last. A group's release checks are timed
   apart from the rest (`timing_key`), since they run in another session.
-- Tiers (docs/ci.md): `make test-fast` leaves out every group the file times at FAST_LIMIT_S or
-  more, `make test` leaves out the RELEASE checks, and `.ci/run` runs `make test`, then those.
+- Tiers (docs/ci.md): `make test-fast` leaves out every group that takes FAST_SHARE or more of
+  `make test`'s stored time, `make test` leaves out the RELEASE checks, and `.ci/run` runs
+  `make test`, then those.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ RUN_CHAIN = ("05_grpo_training", "06_evaluation", "07_save_and_use")
 RUN_CHAIN_GROUP = "notebooks/training-evaluation-export"
 RELEASE_SUFFIX = " (release)"
 
-# `make test-fast` leaves out the groups that took this long or longer in the stored durations.
-FAST_LIMIT_S = 20.0
+# `make test-fast` leaves out the groups that take this share of `make test`'s stored seconds or
+# more: a share, not seconds, so that a session timed on a slower machine draws the same line.
+FAST_SHARE = 0.02
 
 # The release checks: `.ci/run` runs them after `make test`, which leaves them out. A key is a
 # group, or "group::fixture" for the tests of that group that use the fixture.
@@ -87,9 +89,15 @@ def ordered(items: Sequence[T], seconds: dict[str, float],
     return sorted(items, key=rank)  # stable
 
 
-def slow_groups(seconds: dict[str, float], limit_s: float = FAST_LIMIT_S) -> set[str]:
+def fast_limit_s(seconds: dict[str, float], share: float = FAST_SHARE) -> float:
+    """The seconds from which `make test-fast` leaves a group out (release checks not counted)."""
+    return share * sum(s for key, s in seconds.items() if not key.endswith(RELEASE_SUFFIX))
+
+
+def slow_groups(seconds: dict[str, float], share: float = FAST_SHARE) -> set[str]:
     """The groups `make test-fast` leaves out."""
-    return {group for group, s in seconds.items() if s >= limit_s}
+    limit = fast_limit_s(seconds, share)
+    return {key for key, s in seconds.items() if s >= limit and not key.endswith(RELEASE_SUFFIX)}
 
 
 def group_seconds(reports: Iterable[tuple[str, float]]) -> dict[str, float]:
