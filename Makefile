@@ -4,7 +4,7 @@ STACK := .venv/.stack-installed
 export PYTHONHASHSEED := 0
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: course test lint bench figures sync-notebooks execute-notebooks lock gpu-check clean site
+.PHONY: course test test-fast test-release lint bench figures sync-notebooks execute-notebooks lock gpu-check clean site
 
 $(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py $(wildcard locks/*.txt)
 	python3 -m scripts.install_stack venv
@@ -13,12 +13,23 @@ $(STACK): requirements.txt requirements-dev.txt scripts/install_stack.py $(wildc
 course: $(STACK)
 	$(PY) -m scripts.run_course
 
-## Lint, then the unit tests and every notebook (nbval) in one session on two processes, in the
-## smoke profile on any machine. conftest.py groups them: a test file, a notebook, or the notebooks
-## that hand the training run on (in reading order) go whole to one process, the longest first.
+## The session's options: the smoke profile on any machine, two processes, each group whole to one
+## process, the longest first (conftest.py; tools/test_groups.py says what a group and a tier are).
+PYTEST := GRPO_PROFILE=smoke $(PY) -m pytest --nbval-lax --nbval-current-env \
+	-n 2 --dist loadscope --no-loadscope-reorder -p no:randomly
+
+## Lint, then the unit tests and every notebook (nbval) in one session: what a newcomer runs.
+## The release checks are left out: .ci/run runs them after this (docs/ci.md lists the tiers).
 test: $(STACK) lint
-	GRPO_PROFILE=smoke $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env \
-		-n 2 --dist loadscope --no-loadscope-reorder -p no:randomly
+	$(PYTEST) tests notebooks -m "not release"
+
+## While you work (about 3 minutes): `make test` without its longest groups (docs/ci.md).
+test-fast: $(STACK) lint
+	$(PYTEST) tests notebooks -m "not release" --fast
+
+## The release checks (about 3 minutes more): .ci/run runs them after `make test`.
+test-release: $(STACK)
+	$(PYTEST) tests -m release
 
 lint: $(STACK)
 	$(PY) -m ruff check conftest.py helpers tools tests scripts bench notebooks

@@ -1,19 +1,31 @@
 """`make test` runs the unit tests and the notebooks in one pytest session on two processes.
 
-pytest-xdist sends each group whole to one process (the scheduler below), in the order collected:
-- a test file is one group, so its module fixtures are built once;
-- a notebook is one group, since its cells share one kernel;
-- the notebooks that hand a run on (training, then evaluation, then export) are one group, in order;
-- the longest groups come first, so that no process is left alone with a long one at the end.
+pytest-xdist sends each group whole to one process (the scheduler below), in the order of
+runs/bench/test_durations.json, the longest first; tools/test_groups.py says what a group is and
+which tier runs it (docs/ci.md). Options:
+    --fast              leave out the longest groups (make test-fast; tools/test_groups.py)
+    --store-durations   write this session's seconds per group into the durations file
 (xdist's own `--dist loadgroup` cannot do this with pytest 9, whose test ids it no longer rewrites.)
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import PurePosixPath
+import shlex
 
 import pytest
+
+from tools.test_groups import (
+    FAST_SHARE,
+    group_of,
+    group_seconds,
+    is_release,
+    ordered,
+    read_durations,
+    slow_groups,
+    store_durations,
+    timing_key,
+)
 
 # One OpenMP thread in every test process and the processes they start, as the notebooks have on a
 # CPU (helpers.hardware.use_one_cpu_thread): two processes share two cores, and one on two threads
@@ -21,38 +33,58 @@ import pytest
 # (tests/test_gpu_check.py) took 26 s alone, 50 s beside a busy core, 26 s there on one thread.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-# Notebooks that read what the one before wrote (the training run): one process, in this order.
-RUN_CHAIN = ("05_grpo_training", "06_evaluation", "07_save_and_use")
-RUN_CHAIN_GROUP = "notebooks/training-evaluation-export"
-# Groups that take 20 s or more on a 2-core machine (`pytest --durations`), longest first.
-LONG_FIRST = (
-    "notebooks/09_r1_recipe_toy.ipynb",  # the toy's cold start, GRPO and three controls
-    RUN_CHAIN_GROUP,
-    "tests/test_smoke_promise.py",  # 60 GRPO steps on another float kernel path
-    "notebooks/11_ablation_lab.ipynb",
-    "tests/test_faults.py",
-    "tests/test_colab_journey.py",
-    "tests/test_site.py",  # the web book built and opened in Chromium
-    "tests/test_one_runtime.py",  # notebook 05 edited and run, then 06 and 07 on its run
-    "tests/test_train_script.py",
-    "tests/test_locks.py",  # pip's dry runs against PyPI
-    "notebooks/08_grpo_from_scratch.ipynb",
-    "tests/test_gpu_check.py",  # notebook 05's run stopped and resumed, in two processes
-)
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true",
+                     help=f"leave out the groups that take {FAST_SHARE:.0%} or more of the "
+                          "stored time (runs/bench/test_durations.json)")
+    parser.addoption("--store-durations", action="store_true",
+                     help="write each group's seconds into runs/bench/test_durations.json")
 
 
-def group_of(nodeid: str) -> str:
-    """The group of a test id: its file, or the run chain for the notebooks in it."""
-    path = nodeid.split("::", 1)[0]
-    return RUN_CHAIN_GROUP if PurePosixPath(path).stem in RUN_CHAIN else path
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "release: run by .ci/run after `make test`, which leaves "
+                                       "it out (tools/test_groups.py RELEASE)")
+    # xdist's controller receives every worker's reports, so it alone stores them.
+    if config.getoption("store_durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(DurationStore(), "store-durations")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        group = group_of(item.nodeid)
-        return LONG_FIRST.index(group) if group in LONG_FIRST else len(LONG_FIRST)
+class DurationStore:
+    """Adds up each group's seconds (setup, call and teardown) and stores them at the end."""
 
-    items.sort(key=rank)  # stable: each group keeps its own order
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, float]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        release = "release" in report.keywords
+        self.reports.append((timing_key(report.nodeid, release), report.duration))
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.reports and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            args = session.config.invocation_params.args
+            store_durations(group_seconds(self.reports), shlex.join(["pytest", *args]))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if is_release(item.nodeid, getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.release)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seconds = read_durations()
+    items[:] = ordered(items, seconds, key_of)
+    if config.getoption("fast"):
+        slow = slow_groups(seconds)
+        left_out = [item for item in items if key_of(item) in slow]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if key_of(item) not in slow]
+
+
+def key_of(item: pytest.Item) -> str:
+    """The name the item's group is timed under (tools.test_groups.timing_key)."""
+    return timing_key(item.nodeid, item.get_closest_marker("release") is not None)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):

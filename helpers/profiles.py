@@ -55,7 +55,16 @@ class Profile:
     # For the learner: what the profile is for, and its T4 time per step (low, high) with a source.
     purpose: str = ""
     t4_seconds_per_step: tuple[float, float] | None = None  # None: not a T4 profile
+    # The completion budget (tokens) those seconds were estimated at. Every T4 time scales them by
+    # max_completion_length / t4_step_tokens (t4_step_seconds), so a new budget moves them all.
+    t4_step_tokens: int | None = None
     time_source: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.t4_seconds_per_step is None) != (self.t4_step_tokens is None):
+            raise ValueError(
+                f"Profile '{self.name}': set t4_seconds_per_step and t4_step_tokens together (the "
+                "seconds, and the completion tokens they were estimated at), or neither.")
 
     @property
     def max_seq_length(self) -> int:
@@ -101,7 +110,7 @@ T4 = Profile(
     model_name="unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
     min_vram_gb=14,
     max_prompt_length=256,
-    max_completion_length=256,
+    max_completion_length=256,  # t4-7b sets its own: a change here does not move it
     lora_rank=32,
     fast_inference=True,
     gpu_memory_utilization=0.5,
@@ -117,7 +126,10 @@ T4 = Profile(
     heldout_during_training=32,  # seconds a measurement with vLLM
     synthetic_data=False,
     purpose="the default on a free T4: finishes in one session, and starts low enough to learn",
+    # At 256 tokens the 3B run's 24.2 s (200 tokens) scaled by half the model and half the group
+    # is 7.7 s: the range leaves room above it.
     t4_seconds_per_step=(10, 20),
+    t4_step_tokens=256,
     time_source=f"estimate, not measured; half the model and group of {_T4_3B_RUN}",
 )
 
@@ -128,11 +140,13 @@ T4_MATH_7B = replace(
     name="t4-7b",
     summary="T4, slower: Qwen2.5-Math-7B-Instruct in 4-bit; already ~95% on GSM8K",
     model_name="unsloth/Qwen2.5-Math-7B-Instruct-bnb-4bit",
+    max_completion_length=256,
     lora_rank=16,
     gpu_memory_utilization=0.6,
     max_steps=250,
     purpose="a math-tuned 7B: already ~95% on GSM8K, so the gain is mostly the answer format",
     t4_seconds_per_step=(30, 50),
+    t4_step_tokens=256,
     time_source=f"estimate, not measured; between {_T4_3B_RUN} and {_T4_8B_RUN}",
 )
 
@@ -152,6 +166,7 @@ LARGE = replace(
     heldout_during_training=64,
     purpose="larger GPUs: an 8B general model with longer answers and groups of 8",
     t4_seconds_per_step=None,
+    t4_step_tokens=None,
     time_source=f"it needs 22 GB, more than a T4; for scale, {_T4_8B_RUN}",
 )
 
@@ -206,12 +221,23 @@ def explain_choice(hw: Hardware, requested: str | None = None) -> str:
     return f"the default for this hardware ({hw.describe()})"
 
 
+def t4_step_seconds(profile: Profile) -> tuple[float, float] | None:
+    """Seconds per T4 step (low, high) at the profile's own completion budget, or None."""
+    if profile.t4_seconds_per_step is None or profile.t4_step_tokens is None:
+        return None
+    # Generation dominates a GRPO step, and its time grows with the tokens generated.
+    scale = profile.max_completion_length / profile.t4_step_tokens
+    low, high = profile.t4_seconds_per_step
+    return low * scale, high * scale
+
+
 def expected_t4_minutes(profile: Profile, max_steps: int | None = None) -> tuple[int, int] | None:
     """Training minutes on a T4 (low, high) for `max_steps` (default: the profile's), or None."""
-    if profile.t4_seconds_per_step is None:
+    seconds = t4_step_seconds(profile)
+    if seconds is None:
         return None
     steps = max_steps or profile.max_steps
-    low, high = profile.t4_seconds_per_step
+    low, high = seconds
     return round(steps * low / 60), round(steps * high / 60)
 
 
@@ -221,7 +247,7 @@ def describe_expected_time(profile: Profile, max_steps: int | None = None) -> st
     if minutes is None:
         why = profile.time_source or "it runs on CPU"
         return f"No T4 time for the {profile.name} profile: {why}."
-    low, high = profile.t4_seconds_per_step or (0, 0)
+    low, high = t4_step_seconds(profile) or (0, 0)
     steps = max_steps or profile.max_steps
     return (
         f"Expected on a T4: {steps} steps x {low:g}-{high:g} s = {minutes[0]}-{minutes[1]} min of "

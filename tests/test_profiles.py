@@ -13,11 +13,13 @@ from helpers.hardware import (
 )
 from helpers.profiles import (
     PROFILES,
+    T4,
     ProfileError,
     default_profile_name,
     describe_expected_time,
     expected_t4_minutes,
     select_profile,
+    t4_step_seconds,
 )
 
 L4 = Hardware(True, "NVIDIA L4", 22.5, (8, 9))
@@ -115,6 +117,46 @@ def test_default_t4_run_fits_a_free_colab_session():
     assert expected_t4_minutes(PROFILES["t4-7b"])[0] > high  # the 7B is the slow option
     assert expected_t4_minutes(PROFILES["large"]) is None
     assert expected_t4_minutes(PROFILES["t4"], max_steps=30) == (5, 10)
+
+
+def test_t4_7b_spells_its_own_completion_budget():
+    """replace() copies every field it is not given: without its own budget, a change to t4's
+    would silently change t4-7b's."""
+    import ast
+    import inspect
+
+    from helpers import profiles
+
+    tree = ast.parse(inspect.getsource(profiles))
+    keywords: set[str | None] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "T4_MATH_7B":
+            keywords = {k.arg for k in node.value.keywords}
+    assert "max_completion_length" in keywords, "T4_MATH_7B must set max_completion_length"
+
+
+def test_every_t4_time_follows_the_completion_budget():
+    """The T4 seconds hold for t4_step_tokens; a profile with twice the budget takes twice as long
+    in every place a T4 time shows: the minutes, the sentence, the journey and the cited figure."""
+    from helpers.journey import journey
+    from tools.cited_numbers import profile_figures
+
+    longer = replace(T4, max_completion_length=2 * T4.max_completion_length)
+    assert T4.t4_step_tokens == T4.max_completion_length  # today's estimate is for today's budget
+    assert t4_step_seconds(longer) == tuple(2 * s for s in T4.t4_seconds_per_step)
+    assert expected_t4_minutes(longer, max_steps=30) == (10, 20)
+    assert "30 steps x 20-40 s = 10-20 min" in describe_expected_time(longer, max_steps=30)
+    slower = [leg.notebook for leg, now in zip(journey(longer), journey(T4), strict=True)
+              if leg.total != now.total]
+    assert slower == ["grpo_training"]  # the notebook that trains
+    assert profile_figures({"t4": longer})["profile.t4.t4_step_seconds"] == "20-40 s"
+
+
+def test_a_t4_time_without_its_token_count_is_refused():
+    with pytest.raises(ValueError, match="t4_step_tokens together"):
+        replace(T4, t4_step_tokens=None)
+    with pytest.raises(ValueError, match="t4_step_tokens together"):
+        replace(PROFILES["smoke"], t4_step_tokens=256)
 
 
 def test_expected_time_sentence_names_steps_and_source():

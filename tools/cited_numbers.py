@@ -51,6 +51,12 @@ def minutes(value_s: float) -> str:
     return f"{value_s / 60:.1f} min"
 
 
+def clock(value_s: float) -> str:
+    """Seconds as minutes and seconds, as `time` prints them: 963 -> '16:03'."""
+    whole = round(value_s)
+    return f"{whole // 60}:{whole % 60:02d}"
+
+
 def count(value: float) -> str:
     """A whole number with thousands separators: '2,075'."""
     return f"{round(value):,}"
@@ -374,9 +380,53 @@ def course_time_figures(data: dict[str, Any]) -> dict[str, str]:
     return out | {"cpu_seconds.date": data["date"], "cpu_seconds.cores": str(data["cores"])}
 
 
+def make_test_figures(data: dict[str, Any]) -> dict[str, str]:
+    """scripts/time_tests.py: the newest timed run of each make target (runs are oldest first)."""
+    out = {}
+    for run in data["runs"]:
+        key = f"make_test.{run['target']}"
+        out |= {f"{key}.wall": clock(run["wall_s"]) if run["wall_s"] else "not recorded",
+                f"{key}.cpu": f"{count(run['cpu_s'])} CPU-seconds" if run["cpu_s"]
+                else "CPU-seconds not recorded",
+                f"{key}.gauge": f"{run['gauge_s']:.1f} s" if run["gauge_s"] else "not recorded",
+                f"{key}.date": run["date"][:10], f"{key}.commit": str(run["commit"]),
+                f"{key}.tests": run["tests"] or "tests not recorded"}
+    return out
+
+
+def test_group_figures(data: dict[str, Any]) -> dict[str, str]:
+    """runs/bench/test_durations.json: where `make test`'s time goes, and what test-fast leaves."""
+    from tools.test_groups import (
+        FAST_SHARE,
+        RELEASE_SUFFIX,
+        RUN_CHAIN,
+        RUN_CHAIN_GROUP,
+        fast_limit_s,
+        slow_groups,
+    )
+
+    def name(group: str) -> str:  # in words: the web book's check reads values without "_"
+        if group == RUN_CHAIN_GROUP:
+            return "notebooks " + "-".join(stem[:2] for stem in (RUN_CHAIN[0], RUN_CHAIN[-1]))
+        stem = group.split("/")[-1].split(".")[0]
+        if group.startswith("notebooks/"):
+            return f"notebook {stem[:2]}"
+        return stem.removeprefix("test_").replace("_", " ")
+
+    seconds_of = data["seconds"]
+    gate = {g: s for g, s in seconds_of.items() if not g.endswith(RELEASE_SUFFIX)}
+    longest = sorted(gate, key=gate.__getitem__, reverse=True)[:8]
+    return {"test_durations.longest": ", ".join(f"{name(g)} {gate[g]:.0f} s" for g in longest),
+            "test_durations.slow": ", ".join(sorted(map(name, slow_groups(gate)))),
+            "test_durations.fast_share": f"{FAST_SHARE:.0%}",
+            "test_durations.fast_limit": seconds(fast_limit_s(seconds_of)),
+            "test_durations.test": minutes(sum(gate.values())),
+            "test_durations.release": minutes(sum(seconds_of.values()) - sum(gate.values()))}
+
+
 def profile_figures(profiles: dict[str, Any]) -> dict[str, str]:
     """helpers/profiles.py: the knobs README's profile tables show, and the T4 time estimate."""
-    from helpers.profiles import expected_t4_minutes
+    from helpers.profiles import expected_t4_minutes, t4_step_seconds
 
     out = {}
     for name, p in profiles.items():
@@ -389,8 +439,8 @@ def profile_figures(profiles: dict[str, Any]) -> dict[str, str]:
                                                * p.gradient_accumulation_steps
                                                // p.num_generations),
                 f"{key}.eval_problems": str(p.num_eval_problems)}
-        if p.t4_seconds_per_step is not None:
-            low, high = p.t4_seconds_per_step
+        if (step := t4_step_seconds(p)) is not None:
+            low, high = step
             t4_low, t4_high = expected_t4_minutes(p) or (0, 0)
             out[f"{key}.t4_step_seconds"] = f"{low:g}-{high:g} s"
             out[f"{key}.t4_minutes"] = minutes_range(t4_low, t4_high)
@@ -487,6 +537,10 @@ SOURCES: dict[str, Source] = {
                       lab_arm_figures),
     "cpu_seconds": Source("runs/bench/course_times.json", "make execute-notebooks",
                           course_time_figures),
+    "make_test": Source("runs/bench/make_test.json", "python -m scripts.time_tests",
+                        make_test_figures),
+    "test_durations": Source("runs/bench/test_durations.json",
+                             "make test PYTEST_ADDOPTS=--store-durations", test_group_figures),
     "profile": Source("helpers/profiles.py", "git restore helpers/profiles.py", profile_figures,
                       read_profiles),
     "locks": Source("locks/t4.txt", "make lock", lock_figures, read_locks),
