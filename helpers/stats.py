@@ -271,8 +271,9 @@ def welch_df(sd: float, n_arm: int, n_reference: int) -> float:
 def blocked_anova(table: Sequence[Sequence[float]]) -> dict[str, float]:
     """Two-way analysis of arms (rows) x seeds (columns), one run per cell: seeds as blocks.
 
-    Every arm ran the same seeds, and a seed sets the LoRA start and the first batches for all of
-    them; taking each seed's common part out leaves the residual spread. Returns the residual
+    Every arm ran the same seeds, and a seed sets the data order and the sampling for all of them
+    (and, in lab runs, the LoRA start); taking each seed's common part out leaves the residual
+    spread. Returns the residual
     variance and its df, and the F test of the seed blocks.
     """
     rows, cols = len(table), len(table[0])

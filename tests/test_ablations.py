@@ -11,7 +11,9 @@ import sys
 import pytest
 
 from bench import ablations as bench
-from helpers.ablations import (
+from helpers.grpo_config import config_differences, make_grpo_config
+from helpers.hardware import detect_hardware
+from helpers.lab import (
     ARMS,
     COURSE,
     KNOBS,
@@ -23,8 +25,6 @@ from helpers.ablations import (
     signals,
     summarize,
 )
-from helpers.grpo_config import config_differences, make_grpo_config
-from helpers.hardware import detect_hardware
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES, SEED
 from helpers.stats import mean_difference, t_quantile, verdict
@@ -108,7 +108,7 @@ def test_reward_arms_keep_the_course_weights():
 def test_the_random_reward_is_a_fair_coin_from_the_runs_seed():
     import torch
 
-    from helpers.ablations import random_reward
+    from helpers.lab import random_reward
 
     torch.manual_seed(3407)
     first = random_reward(["x"] * 2000)
@@ -220,7 +220,7 @@ def test_the_grid_resumes_without_redoing_a_finished_run(tmp_path, monkeypatch):
 PEFT_RUN = """
 import json, sys, tempfile
 from pathlib import Path
-from helpers.ablations import train_and_score
+from helpers.lab import train_and_score
 with tempfile.TemporaryDirectory() as folder:
     run = train_and_score(Path(folder), 0, 1, "course", "peft", problems=20)
 assert "unsloth" not in sys.modules
@@ -234,7 +234,7 @@ def test_the_light_install_loader_trains_and_scores_as_unsloth_does(tmp_path):
     first sampled step as unsloth's CPU backend."""
     import unsloth  # noqa: F401  (before trl)
 
-    from helpers.ablations import train_and_score
+    from helpers.lab import train_and_score
 
     done = subprocess.run([sys.executable, "-c", PEFT_RUN], capture_output=True, text=True,
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -249,7 +249,7 @@ def test_the_light_install_loader_trains_and_scores_as_unsloth_does(tmp_path):
 # ---- The lab's evaluation set, and what its per-problem results allow ------------------------
 
 def test_the_lab_scores_on_a_census_of_the_sums():
-    from helpers.ablations import coverage, fact_of, lab_problems
+    from helpers.lab import coverage, fact_of, lab_problems
     from helpers.synthetic import TRAIN_POOL, synthetic_split
 
     rows = lab_problems()
@@ -269,7 +269,8 @@ def test_wording_noise_is_measured_from_the_two_questions_of_each_sum():
     their spread is all of it; runs that differ by whole sums: little of it."""
     import random
 
-    from helpers.ablations import evaluation_noise, lab_problems
+    from helpers.lab import lab_problems
+    from helpers.lab.design import evaluation_noise
 
     rows = lab_problems()
     pairs: dict[str, list[int]] = {}
@@ -295,7 +296,7 @@ def test_wording_noise_is_measured_from_the_two_questions_of_each_sum():
 
 
 def test_an_a_a_arm_is_identical_or_not_different():
-    from helpers.ablations import a_a_check
+    from helpers.lab import a_a_check
 
     seeds = range(SEED, SEED + 4)
     course = [_row(COURSE, s, g) for s, g in zip(seeds, [0.15, 0.12, 0.17, 0.14], strict=True)]
@@ -314,7 +315,7 @@ def test_an_a_a_arm_is_identical_or_not_different():
 
 
 def test_the_reference_check_tells_exact_consistent_and_shifted():
-    from helpers.ablations import reference_check
+    from helpers.lab import reference_check
 
     stored = [_row(COURSE, SEED + i, g) for i, g in enumerate(
         [0.18, 0.21, 0.16, 0.24, 0.145, 0.19, 0.155, 0.28])]
@@ -329,7 +330,7 @@ def test_the_reference_check_tells_exact_consistent_and_shifted():
 def test_the_two_parameter_dead_group_curve():
     """A spread of pass rates across prompts: 0 is the one-parameter formula; at G = 2 the excess
     is twice the variance of the pass rates (Beta: spread x p(1-p))."""
-    from helpers.ablations import fit_spread
+    from helpers.lab import fit_spread
 
     assert dead_group_share(0.3, 8, 0.0) == pytest.approx(0.3**8 + 0.7**8)
     for p, rho in [(0.4, 0.2), (0.1, 0.05), (0.7, 0.5)]:
@@ -343,7 +344,7 @@ def test_the_two_parameter_dead_group_curve():
 def test_resampled_groups_stack_as_trl_pads_them():
     import torch
 
-    from helpers.ablations import _group, _stack
+    from helpers.lab.engine import _group, _stack
 
     def batch(prompt_len, completion_len, lengths):
         n = len(lengths)
@@ -364,7 +365,7 @@ def test_resampled_groups_stack_as_trl_pads_them():
 
 
 def test_the_design_is_measured_from_the_rows():
-    from helpers.ablations import design
+    from helpers.lab import design
 
     rows = [_row(COURSE, SEED + i, 0.15 + 0.01 * (i % 4)) for i in range(8)]
     for name in ("beta=0.04", "loss_type=grpo", "scale_rewards=none"):
@@ -391,7 +392,7 @@ def _good(completions, answer, **kwargs):
     ({"rewards": [_good]}, "wrap each reward function in a record"),
 ])
 def test_a_bad_arm_is_one_sentence_naming_the_fix(kwargs, said):
-    from helpers.ablations import ArmError, arm_from
+    from helpers.lab import ArmError, arm_from
 
     with pytest.raises(ArmError) as error:
         arm_from("mine", **kwargs)
@@ -413,21 +414,21 @@ def _nan(completions, **kwargs):
 
 @pytest.mark.parametrize(("func", "said"), [
     (_raises, "Reward _raises raised "),
-    (_short, "returned 1 scores for 7 completions"),
+    (_short, "returned 1 scores for 8 completions"),
     (_nan, "returned nan"),
 ])
 def test_a_broken_reward_fails_before_training(func, said, monkeypatch):
-    from helpers import ablations
+    from helpers.lab import ArmError, arm_from, runs
     from helpers.rewards import Reward
 
-    monkeypatch.setattr(ablations, "train_and_score", lambda *a, **k: pytest.fail("trained"))
-    with pytest.raises(ablations.ArmError, match=said) as error:
-        ablations.arm_from("mine", rewards=Reward(func, 1.0))
+    monkeypatch.setattr(runs, "train_and_score", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ArmError, match=said) as error:
+        arm_from("mine", rewards=Reward(func, 1.0))
     assert "\n" not in str(error.value)
 
 
 def test_a_good_arm_keeps_what_the_learner_wrote():
-    from helpers.ablations import arm_from
+    from helpers.lab import arm_from
     from helpers.rewards import REWARDS, Reward
 
     mine = arm_from("mine", rewards=(*REWARDS, Reward(_good, 0.5)), overrides={"beta": 0.04})
@@ -439,7 +440,7 @@ def test_a_good_arm_keeps_what_the_learner_wrote():
 def test_docs_results_holds_the_grids_table():
     """docs/results.md keeps a copy of the grid's table (a page cannot run code): it must be this
     one, from runs/bench/ablations.json."""
-    from helpers.ablations import grid_markdown, load_grid
+    from helpers.lab import grid_markdown, load_grid
     from helpers.paths import ROOT
 
     table = grid_markdown(load_grid()["summary"]["native"])

@@ -296,7 +296,7 @@ def _arm_figures(key: str, s: dict[str, Any]) -> dict[str, str]:
 
 
 def _design_figures(design: dict[str, Any]) -> dict[str, str]:
-    """The grid's design, measured (helpers.ablations.design)."""
+    """The grid's design, measured (helpers.lab.design)."""
     out: dict[str, str] = {}
     if design.get("power"):
         p = design["power"]
