@@ -447,3 +447,130 @@ def test_docs_results_holds_the_grids_table():
     assert table in (ROOT / "docs" / "results.md").read_text(), (
         "docs/results.md's grid table is out of date: paste grid_markdown(load_grid()['summary']"
         "['native']) there")
+
+
+# ---- The course's settings key the stored grid and the reference cache ------------------------
+
+def test_a_grid_run_with_other_course_settings_is_stale_and_says_what_changed(monkeypatch):
+    from helpers.lab import course_settings, reference, stale_note, stored_reference
+    from helpers.lab.reference import StaleGridError
+
+    now = course_settings()
+    rows = [{"arm": COURSE, "kernel_path": "native", "seed": SEED, "steps": 60, "correct": "1"}]
+    assert stale_note({"settings": json.loads(json.dumps(now)), "rows": rows}) is None
+    assert stored_reference({"settings": now, "rows": rows}) == rows
+    assert "records no course settings" in stale_note({"rows": rows})
+    then = {**now, "grpo": {**now["grpo"], "learning_rate": 5e-3}, "smoke_model": "0" * 16}
+    said = stale_note({"settings": then, "rows": rows})
+    assert "(grpo.learning_rate, smoke_model changed)" in said and "--fresh" in said
+    with pytest.raises(StaleGridError, match="grpo.learning_rate"):
+        stored_reference({"settings": then, "rows": rows})
+    # The runs a machine keeps for the reference: a new file once the course changes.
+    before = reference.reference_cache(60, None)
+    monkeypatch.setattr(reference, "course_settings", lambda: then)
+    assert reference.reference_cache(60, None) != before
+
+
+def test_the_committed_grid_predates_the_settings_key():
+    from helpers.lab import load_grid, stale_note
+
+    assert "records no course settings" in stale_note(load_grid())
+
+
+def test_a_stale_grid_is_not_resumed(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_BENCH_DIR", str(tmp_path))
+    (tmp_path / "ablations.json").write_text(json.dumps({"rows": [{"arm": COURSE}]}))
+    with pytest.raises(SystemExit, match=r"records no course settings.*--fresh"):
+        bench.Grid(tmp_path / "ablations.json", fresh=False)
+    assert bench.Grid(tmp_path / "ablations.json", fresh=True).rows == []
+
+
+def test_every_knob_has_a_course_value():
+    from helpers.lab import course_value
+
+    assert {k: course_value(k) for k in ("importance_sampling_level", "dynamic_sampling",
+                                         "lora_rank", "loss_type")} == {
+        "importance_sampling_level": "token", "dynamic_sampling": "off",
+        "lora_rank": str(SMOKE.lora_rank), "loss_type": "dapo"}
+    assert all(course_value(k) for k in KNOBS)
+    with pytest.raises(UnknownArmError, match="NOT_CONFIG"):
+        course_value("curriculum")
+
+
+# ---- The reward audit ------------------------------------------------------------------------
+
+def _pays_the_last_answer(completions, answer, **kwargs):
+    """Notebook 11's first example: the last <answer> block, so a hedge is paid in full."""
+    from helpers.rewards import completion_text, extract_answer
+
+    return [1.0 if extract_answer(completion_text(c)) == g else 0.0
+            for c, g in zip(completions, answer, strict=True)]
+
+
+def _pays_one_answer(completions, answer, **kwargs):
+    """The course's correctness by another route: exactly one <answer> block, equal to gold."""
+    from helpers.rewards import completion_text
+
+    texts = [completion_text(c) for c in completions]
+    return [1.0 if t.count("<answer>") == 1 and f"<answer>{g}</answer>" in t else 0.0
+            for t, g in zip(texts, answer, strict=True)]
+
+
+def test_the_audit_names_a_reward_that_pays_the_hedge(capsys):
+    from helpers.lab import PROBES, arm_from, audit_table, reward_audit
+    from helpers.rewards import REWARDS, Reward
+
+    found = reward_audit((Reward(_pays_the_last_answer, 2.0), Reward(_pays_one_answer, 1.0),
+                          *REWARDS[1:]))
+    assert list(found["rewards"]) == ["_pays_the_last_answer", "_pays_one_answer"]  # new only
+    assert found["hacks"] == {"_pays_the_last_answer": ["hedge"], "_pays_one_answer": []}
+    assert found["correctness"]["right"] == 1 and found["correctness"]["hedge"] == 0
+    table = audit_table(found)
+    assert len(table.splitlines()) == 2 + len(PROBES) + 2
+    assert "_pays_the_last_answer pays for hedge: more than correctness does" in table
+    assert "_pays_one_answer pays nothing correctness would not." in table
+    arm_from("last", rewards=(Reward(_pays_the_last_answer, 2.0), *REWARDS[1:]))
+    assert "pays for hedge" in capsys.readouterr().out
+    arm_from("course_like", rewards=REWARDS)  # the course's own rewards: nothing to audit
+    assert capsys.readouterr().out == ""
+
+
+# ---- Every source of randomness from the run's seed, in lab runs -----------------------------
+
+def test_a_lab_run_draws_its_lora_init_from_its_seed(monkeypatch):
+    """Two seeds give two LoRA starts and one seed the same start; a lab run passes its seed to
+    the LoRA init, the course's scored smoke run keeps SEED's."""
+    import unsloth  # noqa: F401  (before trl)
+
+    from helpers.hardware import detect_hardware
+    from helpers.lab import engine
+    from helpers.launch import load_model, plan_run
+
+    def first_lora_a(seed: int):
+        model, _ = load_model(SMOKE, detect_hardware(), plan_run(SMOKE), seed)
+        return next(p for n, p in model.named_parameters() if "lora_A" in n).detach().clone()
+
+    one, again, two = first_lora_a(SEED), first_lora_a(SEED), first_lora_a(SEED + 1)
+    assert bool((one == again).all()) and not bool((one == two).all())
+
+    seen = []
+
+    def stop(profile, hw, plan, seed):
+        seen.append(seed)
+        raise KeyboardInterrupt  # only the seed is wanted
+
+    monkeypatch.setattr(engine, "load_model", stop)
+    for lab in (True, False):
+        with pytest.raises(KeyboardInterrupt):
+            engine.train_and_score(ROOT / "unused", SEED + 5, 1, lab=lab)
+    assert seen == [SEED + 5, SEED]
+
+
+def test_importing_the_lab_loads_no_torch():
+    """Notebook 11's tables and the grid's summaries come without torch, trl or matplotlib."""
+    code = ("import sys, helpers.lab; print(sorted(m for m in ('torch', 'trl', 'transformers', "
+            "'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
