@@ -574,3 +574,23 @@ def test_importing_the_lab_loads_no_torch():
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+# ---- The no-op arms: knobs that cannot act on the course's on-policy smoke run -----------------
+
+def test_the_no_op_arms_train_exactly_as_the_course(tmp_path):
+    """bnpo, clip-higher and GSPO's sequence ratio do nothing on one on-policy iteration per batch
+    in one process (each arm's `same_as_reference` says why): 1 seed x 10 steps give the course's
+    answers, problem by problem."""
+    import unsloth  # noqa: F401  (before trl)
+
+    from helpers.lab import train_and_score
+
+    def bits(name: str) -> tuple[str, float]:
+        run = train_and_score(tmp_path / name, SEED, 10, name, problems=40, lab=True)
+        return run["correct"], run["gain"]
+
+    course = bits(COURSE)
+    for name in ("loss_type=bnpo", "epsilon_high=0.28", "importance_sampling_level=sequence"):
+        assert ARMS[name].same_as_reference
+        assert bits(name) == course, name
