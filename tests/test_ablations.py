@@ -125,7 +125,7 @@ def test_the_grid_covers_the_knobs_the_lab_teaches():
     assert ARMS["scale_rewards=batch"].overrides == {"scale_rewards": "batch"}
     assert [a.name for a in knob_arms("beta")] == [COURSE, "beta=0.04"]
     assert [a.name for a in knob_arms("epsilon_high")] == [
-        COURSE, "epsilon_high=0.28", "num_iterations=2", "epsilon_high=0.28+iter2"]
+        COURSE, "num_iterations=2", "epsilon_high=0.28+iter2"]
     jobs = bench.default_jobs()
     per_arm = {name: sum(1 for a, _, k in jobs if a == name and k == "native") for name in ARMS}
     assert per_arm[COURSE] == bench.COURSE_SEEDS and min(per_arm.values()) >= 4
@@ -138,10 +138,14 @@ def test_the_grid_covers_the_knobs_the_lab_teaches():
     assert not native & {s for _, s, k in jobs if k in rerun}
 
 
-def test_the_a_a_controls_say_why_they_must_match_their_reference():
-    controls = {n for n, a in ARMS.items() if a.same_as_reference}
-    assert controls == {"loss_type=bnpo", "epsilon_high=0.28", "importance_sampling_level=sequence"}
-    assert all(ARMS[n].reference == COURSE for n in controls)
+def test_the_no_ops_say_why_they_must_match_the_course_and_are_no_arms():
+    from helpers.lab import NO_OPS
+
+    assert set(NO_OPS) == {"loss_type=bnpo", "epsilon_high=0.28",
+                           "importance_sampling_level=sequence"}
+    assert all(a.same_as_reference and a.reference == COURSE for a in NO_OPS.values())
+    assert not set(NO_OPS) & set(ARMS) and not any(a.same_as_reference for a in ARMS.values())
+    assert not {n for n, _, _ in bench.default_jobs()} & set(NO_OPS)
     assert {n for n, a in ARMS.items() if a.control} == {"rewards=format", "rewards=random"}
 
 
@@ -295,23 +299,31 @@ def test_wording_noise_is_measured_from_the_two_questions_of_each_sum():
     assert facts["course"]["random_set_share"] > facts["course"]["share"]
 
 
-def test_an_a_a_arm_is_identical_or_not_different():
-    from helpers.lab import a_a_check
+def test_the_summary_leaves_out_the_stored_rows_of_a_retired_no_op():
+    """runs/bench/ablations.json still holds the no-ops' old rows: no arm, no family member."""
+    from helpers.lab import grid_table, load_grid
 
     seeds = range(SEED, SEED + 4)
     course = [_row(COURSE, s, g) for s, g in zip(seeds, [0.15, 0.12, 0.17, 0.14], strict=True)]
     twin = [{**r, "arm": "loss_type=bnpo"} for r in course]
-    assert a_a_check(twin, course) == "identical on every seed"
-    close = [_row("loss_type=bnpo", s, g) for s, g in
-             zip(seeds, [0.16, 0.13, 0.15, 0.14], strict=True)]
-    assert a_a_check(close, course) == "not different"
-    far = [_row("loss_type=bnpo", s, g) for s, g in
-           zip(seeds, [0.02, 0.03, 0.01, 0.02], strict=True)]
-    assert a_a_check(far, course) == "different"
-    rows = course + twin + [_row("beta=0.04", s, 0.1) for s in range(SEED, SEED + 4)]
-    summary = summarize(rows)
-    assert summary["loss_type=bnpo"]["a_a"] == "identical on every seed"
-    assert "holm" not in summary["loss_type=bnpo"]["verdict"]  # not in the family
+    beta = [_row("beta=0.04", s, 0.1) for s in seeds]
+    summary = summarize(course + twin + beta)
+    assert set(summary) == {COURSE, "beta=0.04"}
+    assert summary["beta=0.04"]["verdict"]["holm"]  # a family of one
+    stored = load_grid()
+    rows = stored["rows"]
+    assert {"loss_type=bnpo", "epsilon_high=0.28"} <= {r["arm"] for r in rows}
+    again = summarize(rows)
+    assert not set(again) & {"loss_type=bnpo", "epsilon_high=0.28",
+                             "importance_sampling_level=sequence"}
+    for name, s in again.items():  # every other arm as the grid stored it, Holm and BH included
+        kept = stored["summary"]["native"][name]  # (the file keeps 6 significant digits)
+        assert s["gains"] == pytest.approx(kept["gains"], rel=1e-5)
+        assert (s["verdict"] is None) == (kept["verdict"] is None), name
+        for key, value in (kept["verdict"] or {}).items():
+            same = value if isinstance(value, str) else pytest.approx(value, rel=1e-5, abs=1e-9)
+            assert s["verdict"][key] == same, (name, key)
+    assert "bnpo" not in grid_table(stored["summary"]["native"])
 
 
 def test_the_reference_check_tells_exact_consistent_and_shifted():
@@ -584,13 +596,12 @@ def test_the_no_op_arms_train_exactly_as_the_course(tmp_path):
     answers, problem by problem."""
     import unsloth  # noqa: F401  (before trl)
 
-    from helpers.lab import train_and_score
+    from helpers.lab import NO_OPS, train_and_score
 
-    def bits(name: str) -> tuple[str, float]:
-        run = train_and_score(tmp_path / name, SEED, 10, name, problems=40, lab=True)
+    def bits(chosen) -> tuple[str, float]:
+        run = train_and_score(tmp_path / chosen.name, SEED, 10, chosen, problems=40, lab=True)
         return run["correct"], run["gain"]
 
-    course = bits(COURSE)
-    for name in ("loss_type=bnpo", "epsilon_high=0.28", "importance_sampling_level=sequence"):
-        assert ARMS[name].same_as_reference
-        assert bits(name) == course, name
+    course = bits(ARMS[COURSE])
+    for chosen in NO_OPS.values():
+        assert bits(chosen) == course, chosen.name

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.lab import ARMS, arm_overrides
 from helpers.grpo_config import grpo_settings
 from helpers.hardware import A100_40GB, TESLA_T4
+from helpers.lab import ARMS, arm_overrides
 from helpers.loading import load_kwargs, lora_kwargs
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES

@@ -15,6 +15,7 @@ from helpers.lab.arms import (
     ARMS,
     COURSE,
     KNOBS,
+    NO_OPS,
     NOT_CONFIG,
     Arm,
     ArmError,
@@ -53,11 +54,11 @@ from helpers.lab.tables import (
     signal_table,
     t4_cost,
 )
-from helpers.lab.verdicts import a_a_check, area_under_curve, family, reference_check, summarize
+from helpers.lab.verdicts import area_under_curve, family, reference_check, summarize
 
 __all__ = [
-    "ARMS", "COURSE", "CURVE_EVERY", "GRID_FILE", "KNOBS", "NOT_CONFIG", "PROBES", "SIGNALS", "Arm",
-    "ArmError", "StaleGridError", "UnknownArmError", "a_a_check", "area_under_curve", "arm",
+    "ARMS", "COURSE", "CURVE_EVERY", "GRID_FILE", "KNOBS", "NO_OPS", "NOT_CONFIG", "PROBES",
+    "SIGNALS", "Arm", "ArmError", "StaleGridError", "UnknownArmError", "area_under_curve", "arm",
     "arm_from", "arm_overrides", "audit_table", "course_settings", "course_value", "coverage",
     "curve_table", "dead_group_fit", "dead_group_share", "design", "design_lines", "fact_of",
     "family", "fit_spread", "grid_markdown", "grid_table", "knob_arms", "lab_problems", "lab_row",

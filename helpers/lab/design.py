@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from helpers.lab.arms import COURSE
+from helpers.lab.arms import COURSE, NO_OPS
 from helpers.lab.groups import dead_group_fit
 from helpers.lab.problems import coverage, fact_of, lab_problems
 from helpers.lab.verdicts import family, reference_check, summarize
@@ -28,9 +28,9 @@ def _pooled_sd(summary: dict[str, Any], names: Sequence[str]) -> float | None:
 
 
 def _plain(summary: dict[str, Any], steps: int | None = None) -> list[str]:
-    """The course and the arms that are neither A/A nor controls (at the profile's steps)."""
+    """The course and the arms that are not controls (at the profile's steps)."""
     steps = steps or PROFILES["smoke"].max_steps
-    return [n for n, s in summary.items() if not s["same_as_reference"] and not s["control"]
+    return [n for n, s in summary.items() if n not in NO_OPS and not s["control"]
             and (s.get("steps") or steps) == steps]
 
 

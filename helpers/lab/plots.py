@@ -58,7 +58,7 @@ def plot_ablation(summary: dict[str, Any], ax: Any = None) -> Any:
     for i, name in enumerate(names):
         s = summary[name]
         said = s["verdict"] or {}
-        color = "black" if name == COURSE else "tab:purple" if s["same_as_reference"] else \
+        color = "black" if name == COURSE else \
             VERDICT_COLORS.get(said.get("holm", said.get("verdict")), "tab:gray")
         ax.bar(i, 100 * s["mean"], width=0.6, color=color, alpha=0.35)
         ax.plot([i] * len(s["gains"]), [100 * g for g in s["gains"]], "o", color=color,
@@ -67,7 +67,7 @@ def plot_ablation(summary: dict[str, Any], ax: Any = None) -> Any:
     ax.set_xticks(range(len(names)), names, rotation=50, ha="right", fontsize=7)
     ax.set_ylabel("held-out gain (points)")
     ax.set_title("Gain per seed, coloured by the verdict after Holm: green helps, red hurts, "
-                 "blue equivalent, grey inconclusive, purple A/A", fontsize=9)
+                 "blue equivalent, grey inconclusive", fontsize=9)
     ax.legend(fontsize=8, loc="lower left")
     ax.figure.tight_layout()
     return ax

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from helpers.lab.arms import ARMS, COURSE, KNOBS, knob_arms
+from helpers.lab.arms import ARMS, COURSE, KNOBS, NO_OPS, knob_arms
 from helpers.lab.verdicts import family
 from helpers.profiles import PROFILES, expected_t4_minutes
 from helpers.stats import EQUIVALENCE_MARGIN
@@ -26,14 +26,14 @@ GRID_COLUMNS = ("arm", "seeds", "mean", "range", "difference [95%]", "p", "verdi
 def grid_rows(summary: dict[str, Any]) -> list[list[str]]:
     """Knob by knob: each arm's mean gain, its range over seeds, the difference from its
     reference with Welch's 95% interval and p-value, and the verdict raw, after Holm and after
-    Benjamini-Hochberg over the grid's family of tests (an A/A control: its check instead); one
-    list of GRID_COLUMNS' cells per arm, the reference first."""
+    Benjamini-Hochberg over the grid's family of tests; one list of GRID_COLUMNS' cells per arm,
+    the reference first (a retired no-op's stored row left out)."""
     course = summary[COURSE]
     rows = [[COURSE, str(course["seeds"]), _points(course["mean"]),
              f"{_points(course['low'])} to {_points(course['high'])}", "(the reference)",
              "", "", "", ""]]
     names = [a.name for arms in KNOBS.values() for a in arms.values()]
-    names += [n for n in summary if n != COURSE and n not in ARMS]  # a learner's arms
+    names += [n for n in summary if n != COURSE and n not in ARMS | NO_OPS]  # a learner's
     for name in names:
         s = summary.get(name)
         if s is None:
@@ -46,9 +46,8 @@ def grid_rows(summary: dict[str, Any]) -> list[list[str]]:
             rows.append([*cells, "(too few seeds for a verdict)", "", "", "", ""])
             continue
         against = f"{_points(said['difference'])} [{_points(said['low'])}, {_points(said['high'])}]"
-        adjusted = (["A/A control", s.get("a_a", "")] if s["same_as_reference"]
-                    else [said.get("holm", ""), said.get("bh", "")])
-        rows.append([*cells, against, _p(said["p"]), said["verdict"], *adjusted])
+        rows.append([*cells, against, _p(said["p"]), said["verdict"], said.get("holm", ""),
+                     said.get("bh", "")])
     return rows
 
 
@@ -74,12 +73,11 @@ def design_lines(summary: dict[str, Any], found: dict[str, Any]) -> str:
     of the family, and the smallest effect it finds 80% of the time, arm by arm and with seeds
     as blocks."""
     tested = family(summary)
-    aa = [n for n, s in summary.items() if s["same_as_reference"] and s["verdict"]]
     lines = [f"Equivalence margin: ±{100 * EQUIVALENCE_MARGIN:.0f} points (\"equivalent\": the "
              "90% interval lies inside it).",
              f"Family: {len(tested)} arms tested; Holm holds the chance of any false helps or "
-             "hurts at 5%, Benjamini-Hochberg the share of false ones among those called at 5%; "
-             f"{len(aa)} A/A controls apart."]
+             "hurts at 5%, Benjamini-Hochberg the share of false ones among those called at "
+             "5%."]
     p, b = found.get("power"), found.get("blocks")
     if p:
         lines.append(f"Smallest effect found 80% of the time: {100 * p['mde']:.1f} points for "

@@ -8,15 +8,13 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from helpers.lab.arms import ARMS, COURSE
+from helpers.lab.arms import ARMS, COURSE, NO_OPS
 from helpers.stats import (
-    ALPHA,
     benjamini_hochberg,
     holm,
     say,
     t_quantile,
     verdict,
-    welch,
 )
 
 
@@ -31,27 +29,15 @@ def area_under_curve(curve: Sequence[Sequence[float]], base: float) -> float:
     return area / (points[-1][0] - points[0][0])
 
 
-def a_a_check(runs: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]]) -> str:
-    """An A/A arm against its reference: "identical on every seed" when each shared seed gave the
-    very same answers, else whether Welch's test tells them apart ("not different", "different")."""
-    same = {r["seed"]: r for r in reference}
-    shared = [r for r in runs if r["seed"] in same]
-    if shared and all(r["gain"] == same[r["seed"]]["gain"]
-                      and r.get("correct") == same[r["seed"]].get("correct") for r in shared):
-        return "identical on every seed"
-    p = welch([r["gain"] for r in runs], [r["gain"] for r in reference])["p"]
-    return "not different" if p >= ALPHA else "different"
-
-
 def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> dict[str, Any]:
     """Per arm, over its seeds on one kernel path: the gains, their mean and range, the area
     under the held-out curve, each signal's mean, and the verdict against its reference
     (helpers.stats.verdict), raw and adjusted over the grid's family of tests (Holm: the chance
     of any false verdict at most 5%; Benjamini-Hochberg: at most 5% of the verdicts called
-    false). A/A arms are checked apart (`a_a`) and stay out of the family."""
+    false). Rows of a retired no-op arm (NO_OPS: a test now, no longer an arm) are left out."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["seed"]):  # gains in seed order, however run
-        if row.get("kernel_path", "native") == kernel_path:
+        if row.get("kernel_path", "native") == kernel_path and row["arm"] not in NO_OPS:
             by_arm.setdefault(row["arm"], []).append(row)
     out: dict[str, Any] = {}
     for name, found in by_arm.items():
@@ -71,7 +57,6 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
                if all(k in r for r in found)},
             "signals": {k: statistics.fmean(r["signals"][k] for r in found if k in r["signals"])
                         for k in keys},
-            "same_as_reference": chosen.same_as_reference if chosen else "",
             "control": chosen.control if chosen else "",
             "verdict": None if len(against) < 2 or len(gains) < 2 else
             verdict(gains, [r["gain"] for r in against]),
@@ -79,10 +64,8 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
         ref_aucs = [area_under_curve(r["curve"], r["base"]) for r in against if r.get("curve")]
         if s["verdict"] and len(aucs) >= 2 and len(ref_aucs) >= 2:
             s["verdict_auc"] = verdict(aucs, ref_aucs)
-        if s["verdict"] and s["same_as_reference"]:
-            s["a_a"] = a_a_check(found, against)
         out[name] = s
-    family = [n for n, s in out.items() if s["verdict"] and not s["same_as_reference"]]
+    family = [n for n, s in out.items() if s["verdict"]]
     for method, adjust in (("holm", holm), ("bh", benjamini_hochberg)):
         ps = adjust([out[n]["verdict"]["p"] for n in family])
         qs = adjust([out[n]["verdict"]["p_equivalence"] for n in family])
@@ -94,8 +77,8 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
 
 
 def family(summary: dict[str, Any]) -> list[str]:
-    """The arms tested against a reference, A/A controls aside: the family Holm and BH adjust."""
-    return [n for n, s in summary.items() if s["verdict"] and not s["same_as_reference"]]
+    """The arms tested against a reference (a stored no-op aside): the family Holm and BH adjust."""
+    return [n for n, s in summary.items() if s["verdict"] and n not in NO_OPS]
 
 
 def reference_check(local: Sequence[dict[str, Any]],
