@@ -8,7 +8,7 @@ the LoRA rank, the step budget, or how dead groups are handled; everything else 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from helpers.grpo_config import grpo_settings
@@ -48,7 +48,7 @@ def _arms(knob: str, values: dict[str, dict[str, Any]], **extra: Any) -> dict[st
 def random_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
     """A fair coin per completion, from torch's generator (which the run's seed seeds): a reward
     that says nothing about the answer, the "spurious rewards" control (arXiv:2506.10947)."""
-    import torch
+    import torch  # heavy: only when a run calls it
 
     return torch.randint(0, 2, (len(completions),)).float().tolist()
 
@@ -172,8 +172,6 @@ def course_value(knob: str) -> str:
     settings = grpo_settings(PROFILES["smoke"], CPU_ONLY, "unused")
     if knob in settings:
         return str(settings[knob])
-    from dataclasses import fields
-
     from trl import GRPOConfig  # heavy, and after unsloth: only for a field the course leaves
 
     default = {f.name: f.default for f in fields(GRPOConfig)}.get(knob)

@@ -24,6 +24,7 @@ from helpers.lab.arms import COURSE, Arm, arm, arm_overrides, reward_setup
 from helpers.lab.groups import dead_group_share
 from helpers.lab.problems import lab_problems
 from helpers.launch import load_model, plan_run
+from helpers.loading import load_trained
 from helpers.logs import HELDOUT_KEY, series
 from helpers.profiles import PROFILES, SEED
 from helpers.resume import save_adapter
@@ -220,8 +221,6 @@ def train_and_score(output_dir: Path, seed: int | None = None, max_steps: int | 
     seconds = time.perf_counter() - start
     adapter = save_adapter(model, tokenizer, RunFolder(output_dir))
     if loader == "unsloth":  # the evaluation notebook's path: the adapter, loaded back
-        from helpers.loading import load_trained
-
         model, tokenizer = load_trained(profile, adapter)
     else:  # as unsloth's for_inference does: out of training mode (checkpointing, no cache)
         model.eval()

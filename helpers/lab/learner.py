@@ -9,7 +9,7 @@ import difflib
 import io
 import math
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -99,7 +99,7 @@ def _check_config(chosen: Arm) -> None:
 
 
 # Probe completions, by name: what a reward pays for each (gold: the problem's answer).
-PROBES: dict[str, Any] = {
+PROBES: dict[str, Callable[[str], str]] = {
     "right": lambda gold: f"<reasoning>{gold}</reasoning>\n<answer>{gold}</answer>",
     "wrong": lambda gold: f"<reasoning>so</reasoning>\n<answer>{int(gold) + 1}</answer>",
     "hedge": lambda gold: (f"<reasoning>so</reasoning>\n<answer>{int(gold) + 1}</answer>"

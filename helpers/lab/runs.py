@@ -56,7 +56,7 @@ def run_seeds(chosen: Arm, seeds: Sequence[int], steps: int | None = None, worke
     """Train and score `chosen` at each seed as the grid does, `workers` at a time, each run in a
     forked process (a reward written in a notebook cell goes with it): a line per finished run
     with the time left, and the runs' rows. `problems` scores only the first so many."""
-    import torch
+    import torch  # heavy: only when runs start
 
     if torch.cuda.is_available():  # CUDA does not survive a fork: one run at a time, in here
         return _runs_here(chosen, seeds, steps, problems)
