@@ -1,8 +1,8 @@
-"""The ablation grid: each arm of helpers.ablations.KNOBS over seeds, on the smoke profile.
+"""The ablation grid: each arm of helpers.lab.KNOBS over seeds, on the smoke profile.
 
 Every run trains the committed smoke model for the course's 60 steps (an arm may set its own
 budget) with one thing changed, everything else as notebook 05 sets it, and scores it on the lab's
-census of the 100 sums (helpers.ablations.train_and_score with lab=True): held-out accuracy every
+census of the 100 sums (helpers.lab.engine.train_and_score with lab=True): held-out accuracy every
 15 steps, and each problem's result. The course's arm runs on 8 seeds, every other arm on 4; two
 arms and the course's rerun on torch's scalar `default` kernels, on seeds the native grid never
 used, to see whether their verdicts hold on another float kernel path. Each run is a fresh
@@ -32,7 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from bench._results import bench_dir, dumps, machine
-from helpers.ablations import ARMS, COURSE, UnknownArmError, arm, design, knob_arms, summarize
+from helpers.lab import (
+    ARMS,
+    COURSE,
+    UnknownArmError,
+    arm,
+    course_settings,
+    design,
+    knob_arms,
+    stale_note,
+    summarize,
+)
 from helpers.profiles import PROFILES, SEED
 from tools.smoke_runs import KERNEL_PATHS, another_kernel_path, run_on_kernel_path
 
@@ -81,6 +91,10 @@ class Grid:
     def __init__(self, path: Path, fresh: bool) -> None:
         self.path, self.lock = path, threading.Lock()
         saved = {} if fresh or not path.exists() else json.loads(path.read_text())
+        stale = saved and saved.get("rows") and stale_note(saved)
+        if stale:  # a resume would mix runs of two courses
+            raise SystemExit(stale.replace("; until then the reference is the course's arm run "
+                                           "here", ""))
         self.rows: list[dict[str, Any]] = saved.get("rows", [])
         self.sessions: list[dict[str, Any]] = saved.get("sessions", [])
         self.machine = saved.get("machine")  # where the last run ran; a resume with none keeps it
@@ -106,6 +120,7 @@ class Grid:
             "summary": {} if rows_only else {k: summarize(self.rows, k) for k in kernels},
             "design": {} if rows_only else design(self.rows),
             "steps": PROFILES["smoke"].max_steps,
+            "settings": course_settings(),  # what the runs were made under: stale_note reads it
             "problems": max((r["n"] for r in self.rows), default=0),
             "sessions": self.sessions,
             "wall_seconds": sum(s["wall_seconds"] for s in self.sessions),
@@ -166,7 +181,7 @@ def one_cell(seeds: int = SEEDS) -> dict[str, Any]:
     """Notebook 11's own arm at the grid's size, timed as a learner meets it: the cell that
     writes the reward and calls arm_from, then try_arm against the stored course arm (the
     reference check first, once per machine). Appends the run to runs/bench/lab_arm.json."""
-    from helpers.ablations import reference_cache, try_arm
+    from helpers.lab import reference_cache, try_arm
     from helpers.launch import plan_run
 
     plan_run(PROFILES["smoke"]).import_backend()  # unsloth before trl, as notebook 11 has it
@@ -196,8 +211,8 @@ def one_cell(seeds: int = SEEDS) -> dict[str, Any]:
 
 
 def report(rows: list[dict[str, Any]]) -> str:
-    """The grid's table per kernel path (helpers.ablations.grid_table), raw and adjusted."""
-    from helpers.ablations import grid_table
+    """The grid's table per kernel path (helpers.lab.grid_table), raw and adjusted."""
+    from helpers.lab import grid_table
 
     lines = []
     for kernel in sorted({r["kernel_path"] for r in rows}):

@@ -4,7 +4,7 @@ For each kernel path (tools.smoke_runs.KERNEL_PATHS, each in fresh processes):
 - the recipe rebuilt from scratch into a temporary folder: warm-start steps, validation checks,
   build seconds and peak memory, and greedy strict accuracy on the 200 held-out problems;
 - the committed model's held-out accuracy there (fixed weights: the start every machine shares);
-- `helpers.ablations.train_and_score` from the committed model for GRPO seeds 0..N-1: the training
+- `helpers.lab.engine.train_and_score` from the committed model for GRPO seeds 0..N-1: the training
   notebook's run, scored as the evaluation notebook scores it, with the paired interval.
 Two processes at a time, one thread each (the machine has two cores); times are under that load.
 Writes runs/bench/smoke_model.json, whose rows README's tables show.

@@ -50,7 +50,7 @@ The lessons: what one notebook teaches, on its page; only its notebook and bench
     trl_compare      the from-scratch loss and gradient against trl's           08
     memory_probe     measured memory of the tiny model; bench/grpo_vs_trl       08
     toy_r1           DeepSeek-R1's recipe on a toy task                         08, 09
-    ablations        one knob moved over seeds: arms, runs, verdicts, plots     11
+    lab              one knob moved over seeds: arms, runs, verdicts, plots     11
 
 The repository's own machinery (cited numbers, the GPU-call registry, the smoke runs and recipe,
 fault injection) lives in `tools/`, which nothing here imports.

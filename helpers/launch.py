@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from helpers.hardware import Hardware
 from helpers.loading import load_unsloth
-from helpers.profiles import Profile, TrainingConfigError
+from helpers.profiles import SEED, Profile, TrainingConfigError
 
 Backend = Literal["unsloth", "peft"]
 
@@ -109,8 +109,10 @@ def zero3_base(model_name: str) -> str:
     return model_name
 
 
-def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool) -> tuple[Any, Any]:
-    """The same base and LoRA settings (helpers.loading) through transformers + peft."""
+def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool,
+              seed: int = SEED) -> tuple[Any, Any]:
+    """The same base and LoRA settings (helpers.loading) through transformers + peft; `seed`
+    draws the LoRA init (a lab run passes its own)."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
@@ -138,7 +140,7 @@ def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool) -> tuple[Any, 
     tokenizer = AutoTokenizer.from_pretrained(name)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    torch.manual_seed(lora["random_state"])  # same LoRA init on every rank, as unsloth seeds it
+    torch.manual_seed(seed)  # the same LoRA init on every rank, as unsloth seeds it
     adapter = LoraConfig(
         r=lora["r"], lora_alpha=lora["lora_alpha"], target_modules=lora["target_modules"],
         lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
@@ -146,8 +148,9 @@ def load_peft(profile: Profile, hw: Hardware, load_in_4bit: bool) -> tuple[Any, 
     return get_peft_model(model, adapter), tokenizer
 
 
-def load_model(profile: Profile, hw: Hardware, plan: Plan) -> tuple[Any, Any]:
-    """Model with LoRA, and tokenizer, through the library the plan names."""
+def load_model(profile: Profile, hw: Hardware, plan: Plan, seed: int = SEED) -> tuple[Any, Any]:
+    """Model with LoRA, and tokenizer, through the library the plan names; `seed` draws the LoRA
+    init."""
     if plan.backend == "unsloth":
-        return load_unsloth(profile)
-    return load_peft(profile, hw, plan.load_in_4bit)
+        return load_unsloth(profile, seed)
+    return load_peft(profile, hw, plan.load_in_4bit, seed)

@@ -60,7 +60,7 @@ def lora_kwargs(profile: Profile) -> dict[str, object]:
         "lora_alpha": profile.lora_rank,  # alpha = r: a scale of 1, so r can change alone
         "target_modules": LORA_TARGET_MODULES,
         "use_gradient_checkpointing": "unsloth",  # recompute activations: less memory
-        "random_state": SEED,  # the LoRA init, as every run seeds it
+        "random_state": SEED,  # the LoRA init: the course's, and a lab run's own seed instead
     }
 
 
@@ -200,13 +200,14 @@ def check_base_exists(adapter_dir: Path) -> None:
         )
 
 
-def load_unsloth(profile: Profile) -> tuple[Any, Any]:
-    """Notebook 01's two unsloth calls."""
+def load_unsloth(profile: Profile, seed: int = SEED) -> tuple[Any, Any]:
+    """Notebook 01's two unsloth calls; `seed` draws the LoRA init (a lab run passes its own)."""
     from unsloth import FastLanguageModel
 
     with vllm_start_announced(profile):
         model, tokenizer = FastLanguageModel.from_pretrained(**load_kwargs(profile))
-    return FastLanguageModel.get_peft_model(model, **lora_kwargs(profile)), tokenizer
+    lora = {**lora_kwargs(profile), "random_state": seed}
+    return FastLanguageModel.get_peft_model(model, **lora), tokenizer
 
 
 _ARTEFACT_PATH = re.compile(r"/[\w./-]+?/((?:\.cache|runs|models)/)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from helpers.hardware import Hardware
 
-SEED = 3407  # every run's seed: data order, sampling, LoRA init
+SEED = 3407  # the course's seed: data order, sampling, LoRA init (a lab run uses its own)
 SMOKE_MODEL = "local:smoke"  # built offline by helpers.smoke_model, see resolve_model_name()
 
 

@@ -191,6 +191,26 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     return {"difference": diff, "se": se, "df": df, "p": 2 * t_cdf(-abs(diff) / se, df)}
 
 
+def paired_difference(arm: dict[int, float], reference: dict[int, float],
+                      level: float = 0.95) -> dict[str, Any]:
+    """Arm against reference on the seeds both ran ({seed: gain}): the mean of the per-seed
+    differences, its t interval on n - 1 df and the two-sided p-value of "no difference". A seed
+    moves both runs alike, so pairing takes its common part out of the comparison."""
+    shared = sorted(arm.keys() & reference.keys())
+    if len(shared) < 2:
+        raise ValueError(f"Need at least two seeds that both sides ran, got {shared}: run the "
+                         "arm on the reference's seeds.")
+    diffs = [arm[s] - reference[s] for s in shared]
+    mean, df = statistics.fmean(diffs), len(diffs) - 1
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    if se == 0:  # the same difference on every seed
+        return {"seeds": shared, "difference": mean, "se": 0.0, "df": df, "low": mean,
+                "high": mean, "p": 1.0 if mean == 0 else 0.0}
+    half = t_quantile(1 - (1 - level) / 2, df) * se
+    return {"seeds": shared, "difference": mean, "se": se, "df": df, "low": mean - half,
+            "high": mean + half, "p": 2 * t_cdf(-abs(mean) / se, df)}
+
+
 def equivalence_p(difference: float, se: float, df: float,
                   margin: float = EQUIVALENCE_MARGIN) -> float:
     """TOST (two one-sided tests): the p-value of "the true difference lies outside ±margin";
@@ -271,9 +291,9 @@ def welch_df(sd: float, n_arm: int, n_reference: int) -> float:
 def blocked_anova(table: Sequence[Sequence[float]]) -> dict[str, float]:
     """Two-way analysis of arms (rows) x seeds (columns), one run per cell: seeds as blocks.
 
-    Every arm ran the same seeds, and a seed sets the LoRA start and the first batches for all of
-    them; taking each seed's common part out leaves the residual spread. Returns the residual
-    variance and its df, and the F test of the seed blocks.
+    Every arm ran the same seeds, and a seed sets the data order and the sampling for all of them
+    (and, in lab runs, the LoRA start); taking each seed's common part out leaves the residual
+    spread. Returns the residual variance and its df, and the F test of the seed blocks.
     """
     rows, cols = len(table), len(table[0])
     if rows < 2 or cols < 2 or any(len(r) != cols for r in table):

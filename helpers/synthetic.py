@@ -106,7 +106,7 @@ CENSUS_SEED = 13579
 def census_split() -> list[Row]:
     """Every sum once per template of its sign: 100 facts x 2 = 200 rows, none a training question.
 
-    The lab's evaluation set (helpers.ablations): a random test set of 200 rows covers only
+    The lab's evaluation set (helpers.lab): a random test set of 200 rows covers only
     about 87 of the 100 sums, some up to five times, so which sums were drawn moves a score as
     much as the training does; here every sum counts the same. Names and items are drawn anew
     for a question that the training pool holds.

@@ -11,7 +11,9 @@ import sys
 import pytest
 
 from bench import ablations as bench
-from helpers.ablations import (
+from helpers.grpo_config import config_differences, make_grpo_config
+from helpers.hardware import detect_hardware
+from helpers.lab import (
     ARMS,
     COURSE,
     KNOBS,
@@ -23,8 +25,6 @@ from helpers.ablations import (
     signals,
     summarize,
 )
-from helpers.grpo_config import config_differences, make_grpo_config
-from helpers.hardware import detect_hardware
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES, SEED
 from helpers.stats import mean_difference, t_quantile, verdict
@@ -108,7 +108,7 @@ def test_reward_arms_keep_the_course_weights():
 def test_the_random_reward_is_a_fair_coin_from_the_runs_seed():
     import torch
 
-    from helpers.ablations import random_reward
+    from helpers.lab import random_reward
 
     torch.manual_seed(3407)
     first = random_reward(["x"] * 2000)
@@ -125,7 +125,7 @@ def test_the_grid_covers_the_knobs_the_lab_teaches():
     assert ARMS["scale_rewards=batch"].overrides == {"scale_rewards": "batch"}
     assert [a.name for a in knob_arms("beta")] == [COURSE, "beta=0.04"]
     assert [a.name for a in knob_arms("epsilon_high")] == [
-        COURSE, "epsilon_high=0.28", "num_iterations=2", "epsilon_high=0.28+iter2"]
+        COURSE, "num_iterations=2", "epsilon_high=0.28+iter2"]
     jobs = bench.default_jobs()
     per_arm = {name: sum(1 for a, _, k in jobs if a == name and k == "native") for name in ARMS}
     assert per_arm[COURSE] == bench.COURSE_SEEDS and min(per_arm.values()) >= 4
@@ -138,10 +138,14 @@ def test_the_grid_covers_the_knobs_the_lab_teaches():
     assert not native & {s for _, s, k in jobs if k in rerun}
 
 
-def test_the_a_a_controls_say_why_they_must_match_their_reference():
-    controls = {n for n, a in ARMS.items() if a.same_as_reference}
-    assert controls == {"loss_type=bnpo", "epsilon_high=0.28", "importance_sampling_level=sequence"}
-    assert all(ARMS[n].reference == COURSE for n in controls)
+def test_the_no_ops_say_why_they_must_match_the_course_and_are_no_arms():
+    from helpers.lab import NO_OPS
+
+    assert set(NO_OPS) == {"loss_type=bnpo", "epsilon_high=0.28",
+                           "importance_sampling_level=sequence"}
+    assert all(a.same_as_reference and a.reference == COURSE for a in NO_OPS.values())
+    assert not set(NO_OPS) & set(ARMS) and not any(a.same_as_reference for a in ARMS.values())
+    assert not {n for n, _, _ in bench.default_jobs()} & set(NO_OPS)
     assert {n for n, a in ARMS.items() if a.control} == {"rewards=format", "rewards=random"}
 
 
@@ -220,7 +224,7 @@ def test_the_grid_resumes_without_redoing_a_finished_run(tmp_path, monkeypatch):
 PEFT_RUN = """
 import json, sys, tempfile
 from pathlib import Path
-from helpers.ablations import train_and_score
+from helpers.lab import train_and_score
 with tempfile.TemporaryDirectory() as folder:
     run = train_and_score(Path(folder), 0, 1, "course", "peft", problems=20)
 assert "unsloth" not in sys.modules
@@ -234,7 +238,7 @@ def test_the_light_install_loader_trains_and_scores_as_unsloth_does(tmp_path):
     first sampled step as unsloth's CPU backend."""
     import unsloth  # noqa: F401  (before trl)
 
-    from helpers.ablations import train_and_score
+    from helpers.lab import train_and_score
 
     done = subprocess.run([sys.executable, "-c", PEFT_RUN], capture_output=True, text=True,
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -249,7 +253,7 @@ def test_the_light_install_loader_trains_and_scores_as_unsloth_does(tmp_path):
 # ---- The lab's evaluation set, and what its per-problem results allow ------------------------
 
 def test_the_lab_scores_on_a_census_of_the_sums():
-    from helpers.ablations import coverage, fact_of, lab_problems
+    from helpers.lab import coverage, fact_of, lab_problems
     from helpers.synthetic import TRAIN_POOL, synthetic_split
 
     rows = lab_problems()
@@ -269,7 +273,8 @@ def test_wording_noise_is_measured_from_the_two_questions_of_each_sum():
     their spread is all of it; runs that differ by whole sums: little of it."""
     import random
 
-    from helpers.ablations import evaluation_noise, lab_problems
+    from helpers.lab import lab_problems
+    from helpers.lab.design import evaluation_noise
 
     rows = lab_problems()
     pairs: dict[str, list[int]] = {}
@@ -294,27 +299,35 @@ def test_wording_noise_is_measured_from_the_two_questions_of_each_sum():
     assert facts["course"]["random_set_share"] > facts["course"]["share"]
 
 
-def test_an_a_a_arm_is_identical_or_not_different():
-    from helpers.ablations import a_a_check
+def test_the_summary_leaves_out_the_stored_rows_of_a_retired_no_op():
+    """runs/bench/ablations.json still holds the no-ops' old rows: no arm, no family member."""
+    from helpers.lab import grid_table, load_grid
 
     seeds = range(SEED, SEED + 4)
     course = [_row(COURSE, s, g) for s, g in zip(seeds, [0.15, 0.12, 0.17, 0.14], strict=True)]
     twin = [{**r, "arm": "loss_type=bnpo"} for r in course]
-    assert a_a_check(twin, course) == "identical on every seed"
-    close = [_row("loss_type=bnpo", s, g) for s, g in
-             zip(seeds, [0.16, 0.13, 0.15, 0.14], strict=True)]
-    assert a_a_check(close, course) == "not different"
-    far = [_row("loss_type=bnpo", s, g) for s, g in
-           zip(seeds, [0.02, 0.03, 0.01, 0.02], strict=True)]
-    assert a_a_check(far, course) == "different"
-    rows = course + twin + [_row("beta=0.04", s, 0.1) for s in range(SEED, SEED + 4)]
-    summary = summarize(rows)
-    assert summary["loss_type=bnpo"]["a_a"] == "identical on every seed"
-    assert "holm" not in summary["loss_type=bnpo"]["verdict"]  # not in the family
+    beta = [_row("beta=0.04", s, 0.1) for s in seeds]
+    summary = summarize(course + twin + beta)
+    assert set(summary) == {COURSE, "beta=0.04"}
+    assert summary["beta=0.04"]["verdict"]["holm"]  # a family of one
+    stored = load_grid()
+    rows = stored["rows"]
+    assert {"loss_type=bnpo", "epsilon_high=0.28"} <= {r["arm"] for r in rows}
+    again = summarize(rows)
+    assert not set(again) & {"loss_type=bnpo", "epsilon_high=0.28",
+                             "importance_sampling_level=sequence"}
+    for name, s in again.items():  # every other arm as the grid stored it, Holm and BH included
+        kept = stored["summary"]["native"][name]  # (the file keeps 6 significant digits)
+        assert s["gains"] == pytest.approx(kept["gains"], rel=1e-5)
+        assert (s["verdict"] is None) == (kept["verdict"] is None), name
+        for key, value in (kept["verdict"] or {}).items():
+            same = value if isinstance(value, str) else pytest.approx(value, rel=1e-5, abs=1e-9)
+            assert s["verdict"][key] == same, (name, key)
+    assert "bnpo" not in grid_table(stored["summary"]["native"])
 
 
 def test_the_reference_check_tells_exact_consistent_and_shifted():
-    from helpers.ablations import reference_check
+    from helpers.lab import reference_check
 
     stored = [_row(COURSE, SEED + i, g) for i, g in enumerate(
         [0.18, 0.21, 0.16, 0.24, 0.145, 0.19, 0.155, 0.28])]
@@ -329,7 +342,7 @@ def test_the_reference_check_tells_exact_consistent_and_shifted():
 def test_the_two_parameter_dead_group_curve():
     """A spread of pass rates across prompts: 0 is the one-parameter formula; at G = 2 the excess
     is twice the variance of the pass rates (Beta: spread x p(1-p))."""
-    from helpers.ablations import fit_spread
+    from helpers.lab import fit_spread
 
     assert dead_group_share(0.3, 8, 0.0) == pytest.approx(0.3**8 + 0.7**8)
     for p, rho in [(0.4, 0.2), (0.1, 0.05), (0.7, 0.5)]:
@@ -343,7 +356,7 @@ def test_the_two_parameter_dead_group_curve():
 def test_resampled_groups_stack_as_trl_pads_them():
     import torch
 
-    from helpers.ablations import _group, _stack
+    from helpers.lab.engine import _group, _stack
 
     def batch(prompt_len, completion_len, lengths):
         n = len(lengths)
@@ -364,7 +377,7 @@ def test_resampled_groups_stack_as_trl_pads_them():
 
 
 def test_the_design_is_measured_from_the_rows():
-    from helpers.ablations import design
+    from helpers.lab import design
 
     rows = [_row(COURSE, SEED + i, 0.15 + 0.01 * (i % 4)) for i in range(8)]
     for name in ("beta=0.04", "loss_type=grpo", "scale_rewards=none"):
@@ -391,7 +404,7 @@ def _good(completions, answer, **kwargs):
     ({"rewards": [_good]}, "wrap each reward function in a record"),
 ])
 def test_a_bad_arm_is_one_sentence_naming_the_fix(kwargs, said):
-    from helpers.ablations import ArmError, arm_from
+    from helpers.lab import ArmError, arm_from
 
     with pytest.raises(ArmError) as error:
         arm_from("mine", **kwargs)
@@ -413,21 +426,21 @@ def _nan(completions, **kwargs):
 
 @pytest.mark.parametrize(("func", "said"), [
     (_raises, "Reward _raises raised "),
-    (_short, "returned 1 scores for 7 completions"),
+    (_short, "returned 1 scores for 8 completions"),
     (_nan, "returned nan"),
 ])
 def test_a_broken_reward_fails_before_training(func, said, monkeypatch):
-    from helpers import ablations
+    from helpers.lab import ArmError, arm_from, runs
     from helpers.rewards import Reward
 
-    monkeypatch.setattr(ablations, "train_and_score", lambda *a, **k: pytest.fail("trained"))
-    with pytest.raises(ablations.ArmError, match=said) as error:
-        ablations.arm_from("mine", rewards=Reward(func, 1.0))
+    monkeypatch.setattr(runs, "train_and_score", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ArmError, match=said) as error:
+        arm_from("mine", rewards=Reward(func, 1.0))
     assert "\n" not in str(error.value)
 
 
 def test_a_good_arm_keeps_what_the_learner_wrote():
-    from helpers.ablations import arm_from
+    from helpers.lab import arm_from
     from helpers.rewards import REWARDS, Reward
 
     mine = arm_from("mine", rewards=(*REWARDS, Reward(_good, 0.5)), overrides={"beta": 0.04})
@@ -439,10 +452,156 @@ def test_a_good_arm_keeps_what_the_learner_wrote():
 def test_docs_results_holds_the_grids_table():
     """docs/results.md keeps a copy of the grid's table (a page cannot run code): it must be this
     one, from runs/bench/ablations.json."""
-    from helpers.ablations import grid_markdown, load_grid
+    from helpers.lab import grid_markdown, load_grid
     from helpers.paths import ROOT
 
     table = grid_markdown(load_grid()["summary"]["native"])
     assert table in (ROOT / "docs" / "results.md").read_text(), (
         "docs/results.md's grid table is out of date: paste grid_markdown(load_grid()['summary']"
         "['native']) there")
+
+
+# ---- The course's settings key the stored grid and the reference cache ------------------------
+
+def test_a_grid_run_with_other_course_settings_is_stale_and_says_what_changed(monkeypatch):
+    from helpers.lab import course_settings, reference, stale_note, stored_reference
+    from helpers.lab.reference import StaleGridError
+
+    now = course_settings()
+    rows = [{"arm": COURSE, "kernel_path": "native", "seed": SEED, "steps": 60, "correct": "1"}]
+    assert stale_note({"settings": json.loads(json.dumps(now)), "rows": rows}) is None
+    assert stored_reference({"settings": now, "rows": rows}) == rows
+    assert "records no course settings" in stale_note({"rows": rows})
+    then = {**now, "grpo": {**now["grpo"], "learning_rate": 5e-3}, "smoke_model": "0" * 16}
+    said = stale_note({"settings": then, "rows": rows})
+    assert "(grpo.learning_rate, smoke_model changed)" in said and "--fresh" in said
+    with pytest.raises(StaleGridError, match="grpo.learning_rate"):
+        stored_reference({"settings": then, "rows": rows})
+    # The runs a machine keeps for the reference: a new file once the course changes.
+    before = reference.reference_cache(60, None)
+    monkeypatch.setattr(reference, "course_settings", lambda: then)
+    assert reference.reference_cache(60, None) != before
+
+
+def test_the_committed_grid_predates_the_settings_key():
+    from helpers.lab import load_grid, stale_note
+
+    assert "records no course settings" in stale_note(load_grid())
+
+
+def test_a_stale_grid_is_not_resumed(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_BENCH_DIR", str(tmp_path))
+    (tmp_path / "ablations.json").write_text(json.dumps({"rows": [{"arm": COURSE}]}))
+    with pytest.raises(SystemExit, match=r"records no course settings.*--fresh"):
+        bench.Grid(tmp_path / "ablations.json", fresh=False)
+    assert bench.Grid(tmp_path / "ablations.json", fresh=True).rows == []
+
+
+def test_every_knob_has_a_course_value():
+    from helpers.lab import course_value
+
+    assert {k: course_value(k) for k in ("importance_sampling_level", "dynamic_sampling",
+                                         "lora_rank", "loss_type")} == {
+        "importance_sampling_level": "token", "dynamic_sampling": "off",
+        "lora_rank": str(SMOKE.lora_rank), "loss_type": "dapo"}
+    assert all(course_value(k) for k in KNOBS)
+    with pytest.raises(UnknownArmError, match="NOT_CONFIG"):
+        course_value("curriculum")
+
+
+# ---- The reward audit ------------------------------------------------------------------------
+
+def _pays_the_last_answer(completions, answer, **kwargs):
+    """Notebook 11's first example: the last <answer> block, so a hedge is paid in full."""
+    from helpers.rewards import completion_text, extract_answer
+
+    return [1.0 if extract_answer(completion_text(c)) == g else 0.0
+            for c, g in zip(completions, answer, strict=True)]
+
+
+def _pays_one_answer(completions, answer, **kwargs):
+    """The course's correctness by another route: exactly one <answer> block, equal to gold."""
+    from helpers.rewards import completion_text
+
+    texts = [completion_text(c) for c in completions]
+    return [1.0 if t.count("<answer>") == 1 and f"<answer>{g}</answer>" in t else 0.0
+            for t, g in zip(texts, answer, strict=True)]
+
+
+def test_the_audit_names_a_reward_that_pays_the_hedge(capsys):
+    from helpers.lab import PROBES, arm_from, audit_table, reward_audit
+    from helpers.rewards import REWARDS, Reward
+
+    found = reward_audit((Reward(_pays_the_last_answer, 2.0), Reward(_pays_one_answer, 1.0),
+                          *REWARDS[1:]))
+    assert list(found["rewards"]) == ["_pays_the_last_answer", "_pays_one_answer"]  # new only
+    assert found["hacks"] == {"_pays_the_last_answer": ["hedge"], "_pays_one_answer": []}
+    assert found["correctness"]["right"] == 1 and found["correctness"]["hedge"] == 0
+    table = audit_table(found)
+    assert len(table.splitlines()) == 2 + len(PROBES) + 2
+    assert "_pays_the_last_answer pays for hedge: more than correctness does" in table
+    assert "_pays_one_answer pays nothing correctness would not." in table
+    arm_from("last", rewards=(Reward(_pays_the_last_answer, 2.0), *REWARDS[1:]))
+    assert "pays for hedge" in capsys.readouterr().out
+    arm_from("course_like", rewards=REWARDS)  # the course's own rewards: nothing to audit
+    assert capsys.readouterr().out == ""
+
+
+# ---- Every source of randomness from the run's seed, in lab runs -----------------------------
+
+def test_a_lab_run_draws_its_lora_init_from_its_seed(monkeypatch):
+    """Two seeds give two LoRA starts and one seed the same start; a lab run passes its seed to
+    the LoRA init, the course's scored smoke run keeps SEED's."""
+    import unsloth  # noqa: F401  (before trl)
+
+    from helpers.hardware import detect_hardware
+    from helpers.lab import engine
+    from helpers.launch import load_model, plan_run
+
+    def first_lora_a(seed: int):
+        model, _ = load_model(SMOKE, detect_hardware(), plan_run(SMOKE), seed)
+        return next(p for n, p in model.named_parameters() if "lora_A" in n).detach().clone()
+
+    one, again, two = first_lora_a(SEED), first_lora_a(SEED), first_lora_a(SEED + 1)
+    assert bool((one == again).all()) and not bool((one == two).all())
+
+    seen = []
+
+    def stop(profile, hw, plan, seed):
+        seen.append(seed)
+        raise KeyboardInterrupt  # only the seed is wanted
+
+    monkeypatch.setattr(engine, "load_model", stop)
+    for lab in (True, False):
+        with pytest.raises(KeyboardInterrupt):
+            engine.train_and_score(ROOT / "unused", SEED + 5, 1, lab=lab)
+    assert seen == [SEED + 5, SEED]
+
+
+def test_importing_the_lab_loads_no_torch():
+    """Notebook 11's tables and the grid's summaries come without torch, trl or matplotlib."""
+    code = ("import sys, helpers.lab; print(sorted(m for m in ('torch', 'trl', 'transformers', "
+            "'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+# ---- The no-op arms: knobs that cannot act on the course's on-policy smoke run -----------------
+
+def test_the_no_op_arms_train_exactly_as_the_course(tmp_path):
+    """bnpo, clip-higher and GSPO's sequence ratio do nothing on one on-policy iteration per batch
+    in one process (each arm's `same_as_reference` says why): 1 seed x 10 steps give the course's
+    answers, problem by problem."""
+    import unsloth  # noqa: F401  (before trl)
+
+    from helpers.lab import NO_OPS, train_and_score
+
+    def bits(chosen) -> tuple[str, float]:
+        run = train_and_score(tmp_path / chosen.name, SEED, 10, chosen, problems=40, lab=True)
+        return run["correct"], run["gain"]
+
+    course = bits(ARMS[COURSE])
+    for chosen in NO_OPS.values():
+        assert bits(chosen) == course, chosen.name

@@ -54,7 +54,7 @@ def rewards_stand_ins(monkeypatch, module) -> None:
 
 
 def ablation_stand_ins(monkeypatch, module) -> None:
-    from helpers.ablations import ARMS
+    from helpers.lab import ARMS
 
     rows = committed("ablations")["rows"]
     by_seed = {(row["arm"], row["seed"]): row for row in rows}  # the grid's own row for each run

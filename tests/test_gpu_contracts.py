@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.ablations import ARMS, arm_overrides
 from helpers.grpo_config import grpo_settings
 from helpers.hardware import A100_40GB, TESLA_T4
+from helpers.lab import ARMS, arm_overrides
 from helpers.loading import load_kwargs, lora_kwargs
 from helpers.paths import ROOT
 from helpers.profiles import PROFILES
@@ -157,7 +157,7 @@ BUILDERS = {
     },
     "config_overrides": _train_script_overrides,
     "grpo_overrides": _gpu_check_overrides,
-    # notebook 11's arms: each changes one knob (helpers.ablations.KNOBS).
+    # notebook 11's arms: each changes one knob (helpers.lab.KNOBS).
     "arm_overrides": lambda: {k for arm in ARMS.values() for k in arm_overrides(arm)},
     # make_grpo_config(**overrides) passes on what its callers pass.
     "make_grpo_config.overrides": _make_grpo_config_overrides,

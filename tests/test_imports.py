@@ -41,12 +41,20 @@ def package_imports(source: str, package: str = "helpers") -> set[str]:
 
 
 def modules(folder: Path) -> dict[str, Path]:
-    return {path.stem: path for path in folder.glob("*.py") if path.stem != "__init__"}
+    """Each module of `folder`, and each package in it (helpers/lab/) as one module."""
+    return ({path.stem: path for path in folder.glob("*.py") if path.stem != "__init__"}
+            | {path.parent.name: path.parent for path in folder.glob("*/__init__.py")})
+
+
+def source(path: Path) -> str:
+    """A module's source; a package's, all its files'."""
+    return path.read_text() if path.is_file() else "\n".join(
+        f.read_text() for f in sorted(path.glob("*.py")))
 
 
 def import_graph(folder: Path = HELPERS) -> dict[str, set[str]]:
     found = modules(folder)
-    return {name: package_imports(path.read_text(), folder.name) & set(found) - {name}
+    return {name: package_imports(source(path), folder.name) & set(found) - {name}
             for name, path in found.items()}
 
 
@@ -105,7 +113,7 @@ def test_tools_import_no_circle():
 
 
 def test_no_helper_imports_the_machinery():
-    upward = {name: sorted(package_imports(path.read_text(), "tools"))
+    upward = {name: sorted(package_imports(source(path), "tools"))
               for name, path in modules(HELPERS).items()}
     upward = {name: found for name, found in upward.items() if found}
     assert not upward, f"helpers/ must not import tools/ (the repository's machinery): {upward}"

@@ -10,7 +10,7 @@ from helpers.stats import VERDICTS
 def test_a_reward_written_in_a_cell_gets_a_verdict(tmp_path, monkeypatch, capsys):
     import unsloth  # noqa: F401  (before trl, as the notebook's first cells do)
 
-    from helpers.ablations import arm_from, local_reference, try_arm
+    from helpers.lab import arm_from, local_reference, try_arm
     from helpers.rewards import REWARDS, Reward, extract_answer
 
     monkeypatch.setenv("GRPO_COURSE_CACHE", str(tmp_path))  # the reference runs are cached there
@@ -40,15 +40,15 @@ def test_a_reward_written_in_a_cell_gets_a_verdict(tmp_path, monkeypatch, capsys
 
 
 def test_a_broken_reward_in_a_cell_stops_before_training(tmp_path, monkeypatch):
-    from helpers import ablations
+    from helpers.lab import ArmError, arm_from, reference, try_arm
     from helpers.rewards import Reward
 
     def count_digits(completions, **kwargs):
         return [sum(ch.isdigit() for ch in c) for c in completions]  # c is a message list
 
-    monkeypatch.setattr(ablations, "run_seeds", lambda *a, **k: pytest.fail("trained"))
-    with pytest.raises(ablations.ArmError) as error:
-        ablations.try_arm(ablations.arm_from("digits", rewards=Reward(count_digits, 1.0)))
+    monkeypatch.setattr(reference, "run_seeds", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ArmError) as error:
+        try_arm(arm_from("digits", rewards=Reward(count_digits, 1.0)))
     message = str(error.value)
     assert message.startswith("Reward count_digits raised AttributeError(")
     assert "make it return a number for every completion" in message and "\n" not in message

@@ -140,3 +140,30 @@ def test_the_sequential_design_stops_when_it_knows():
     assert found["verdict"] == "inconclusive" and more == 8
     found, more = sequential_step([0.30, 0.05, 0.25, 0.10] * 4, reference)
     assert more is None  # the last look
+
+
+def test_the_paired_difference_takes_the_seed_out():
+    """Paired by seed on the shared seeds, with a t interval on n - 1 df: by hand on a small
+    case, and the review's figure on the stored grid (GSPO's sequence ratio with two iterations
+    against num_iterations=2: -7.1 [-8.9, -5.4], p = 0.001, where Welch says inconclusive)."""
+    from helpers.lab import load_grid
+    from helpers.stats import paired_difference
+
+    found = paired_difference({1: 3.0, 2: 5.0, 3: 4.0, 9: 0.0}, {1: 1.0, 2: 2.0, 3: 3.0})
+    assert found["seeds"] == [1, 2, 3] and found["df"] == 2
+    assert found["difference"] == pytest.approx(2.0)
+    half = t_quantile(0.975, 2) * 1.0 / math.sqrt(3)  # the differences 2, 3, 1: sd 1
+    assert (found["low"], found["high"]) == pytest.approx((2.0 - half, 2.0 + half))
+    with pytest.raises(ValueError, match="at least two seeds"):
+        paired_difference({1: 0.1}, {1: 0.2, 2: 0.3})
+
+    rows = [r for r in load_grid()["rows"] if r["kernel_path"] == "native"]
+
+    def gains(name):
+        return {r["seed"]: r["gain"] for r in rows if r["arm"] == name}
+
+    gspo = paired_difference(gains("importance_sampling_level=sequence+iter2"),
+                             gains("num_iterations=2"))
+    assert len(gspo["seeds"]) == 4
+    assert [round(100 * gspo[k], 1) for k in ("difference", "low", "high")] == [-7.1, -8.9, -5.4]
+    assert gspo["p"] == pytest.approx(0.001, abs=5e-4)

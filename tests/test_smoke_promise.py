@@ -1,7 +1,7 @@
 """End to end: GRPO through the course path must raise the smoke model's held-out accuracy.
 
 This trains with the training notebook's helpers and profile and scores with the evaluation
-notebook's evaluation (helpers.ablations.train_and_score), so broken reward wiring, a wrong
+notebook's evaluation (helpers.lab.engine.train_and_score), so broken reward wiring, a wrong
 reward weight, a truncation bug or a lost `answer` column fails it.
 
 It runs in a fresh process on another CPU float kernel path than the notebooks: `make test`

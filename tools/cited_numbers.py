@@ -240,7 +240,7 @@ def ablation_figures(data: dict[str, Any]) -> dict[str, str]:
     from helpers.stats import EQUIVALENCE_MARGIN, VERDICTS
 
     native = data["summary"].get("native", {})
-    tested = [s for s in native.values() if s["verdict"] and not s["same_as_reference"]]
+    tested = [s for s in native.values() if s["verdict"] and not s.get("same_as_reference")]
     out: dict[str, str] = {
         "ablations.runs": str(sum(1 for r in data["rows"] if r["kernel_path"] == "native")),
         "ablations.reruns": str(sum(1 for r in data["rows"] if r["kernel_path"] != "native")),
@@ -249,7 +249,7 @@ def ablation_figures(data: dict[str, Any]) -> dict[str, str]:
         "ablations.wall": minutes(data["wall_seconds"]),
         "ablations.arms": str(len(tested)),
         "ablations.a_a": str(sum(1 for s in native.values()
-                                 if s["verdict"] and s["same_as_reference"])),
+                                 if s["verdict"] and s.get("same_as_reference"))),
         "ablations.margin": f"{100 * EQUIVALENCE_MARGIN:.0f}",
     }
     for said in VERDICTS:
@@ -302,7 +302,7 @@ def _arm_figures(key: str, s: dict[str, Any]) -> dict[str, str]:
 
 
 def _design_figures(design: dict[str, Any]) -> dict[str, str]:
-    """The grid's design, measured (helpers.ablations.design)."""
+    """The grid's design, measured (helpers.lab.design)."""
     out: dict[str, str] = {}
     if design.get("power"):
         p = design["power"]

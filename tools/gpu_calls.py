@@ -103,8 +103,8 @@ GRPO_SETTINGS_KWARGS = (
 )
 GRPO_KWARGS = (
     *GRPO_SETTINGS_KWARGS,
-    "save_strategy",  # the callers' overrides (helpers/ablations.py)
-    "importance_sampling_level",  # notebook 11's GSPO arms (helpers.ablations.KNOBS)
+    "save_strategy",  # the callers' overrides (helpers/lab/engine.py)
+    "importance_sampling_level",  # notebook 11's GSPO arms (helpers.lab.KNOBS)
     # scripts/train_grpo.py's overrides (several processes, or a vLLM server)
     "ddp_find_unused_parameters", "use_vllm", "vllm_mode", "vllm_server_host", "vllm_server_port",
 )
@@ -282,7 +282,7 @@ PLAIN = ("a plain transformers model that unsloth never loaded (notebooks 07, 08
 STOCK_CALLS: list[StockCall] = [
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOConfig", TRL_PROOF),
     StockCall("helpers/trl_compare.py", "compare_with_trl", "GRPOTrainer", TRL_PROOF),
-    StockCall("helpers/ablations.py", "train_and_score", "trainer.train", SMOKE),
+    StockCall("helpers/lab/engine.py", "train_and_score", "trainer.train", SMOKE),
     StockCall("tools/smoke_recipe.py", "build_smoke_model", "model.save_pretrained",
               "builds the smoke model with plain transformers, on CPU everywhere"),
     StockCall("helpers/export.py", "transformers_generate", "model.generate", PLAIN),

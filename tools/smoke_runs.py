@@ -1,6 +1,6 @@
 """Does GRPO learn on this machine? The runs that check the smoke profile's promise.
 
-`helpers.ablations.train_and_score` (its course arm) trains the smoke model through the course's
+`helpers.lab.engine.train_and_score` (its course arm) trains the smoke model through the course's
 own trainer (helpers.grpo_run) and scores it as the evaluation notebook does;
 `helpers.smoke_promise.check_smoke_promise` is what the evaluation notebook and
 tests/test_smoke_promise.py assert of it. `run_on_kernel_path` repeats the run
@@ -100,7 +100,7 @@ def run_on_kernel_path(
     max_steps: int | None = None, timeout: float = 1200, arm: str | None = None,
     lab: bool = False,
 ) -> dict[str, Any]:
-    """`helpers.ablations.train_and_score` (the course's arm, or another `arm`) in a fresh process
+    """`helpers.lab.engine.train_and_score` (the course's arm, or another `arm`) in a fresh process
     on `kernel` (a KERNEL_PATHS name), without its log history; `lab` scores it as the ablation
     lab does (its census of the sums, a held-out curve, each problem's result).
 
@@ -131,14 +131,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="GRPO seed (default: the course's)")
     parser.add_argument("--mutation", choices=sorted(MUTATIONS), default=None)
     parser.add_argument("--max-steps", type=int, default=None, help="default: the profile's")
-    parser.add_argument("--arm", default="course", help="an arm of helpers.ablations.ARMS")
+    parser.add_argument("--arm", default="course", help="an arm of helpers.lab.ARMS")
     parser.add_argument("--lab", action="store_true",
-                        help="score as the ablation lab does (helpers.ablations.train_and_score)")
+                        help="score as the ablation lab does (helpers.lab.engine.train_and_score)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args(argv)
     import unsloth  # noqa: F401  (before trl: it patches it)
 
-    from helpers.ablations import train_and_score
+    from helpers.lab import train_and_score
 
     if args.mutation:
         MUTATIONS[args.mutation]()
