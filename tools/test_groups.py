@@ -31,13 +31,15 @@ RELEASE_SUFFIX = " (release)"
 FAST_SHARE = 0.02
 
 # The release checks: `.ci/run` runs them after `make test`, which leaves them out. A key is a
-# group, or "group::fixture" for the tests of that group that use the fixture.
+# group, "group::fixture" for the tests of that group that use the fixture, or "group::test".
 RELEASE = {
     "tests/test_smoke_promise.py": "the learning check on a second float kernel path (60 GRPO "
                                    "steps; notebook 06 checks the same promise on the native path)",
     "tests/test_faults.py::faults": "the fault soak: one smoke run killed at every named point "
                                     "and resumed (the rest of the file runs in `make test`)",
     "tests/test_locks.py::dry_runs": "pip's dry runs of each lock for each Python, against PyPI",
+    "tests/test_ablations.py::test_the_no_op_arms_train_exactly_as_the_course":
+        "the lab's three no-op knobs train exactly as the course (4 smoke runs of 10 steps)",
 }
 
 
@@ -63,8 +65,8 @@ def timing_key(nodeid: str, release: bool) -> str:
 
 def is_release(nodeid: str, fixtures: Iterable[str]) -> bool:
     """Whether a test is one of the RELEASE checks."""
-    group = group_of(nodeid)
-    return group in RELEASE or any(f"{group}::{name}" in RELEASE for name in fixtures)
+    group, test = group_of(nodeid), nodeid.split("::")[-1].split("[")[0]
+    return group in RELEASE or any(f"{group}::{name}" in RELEASE for name in (*fixtures, test))
 
 
 def read_durations(path: Path | None = None) -> dict[str, float]:
