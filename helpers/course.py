@@ -59,7 +59,8 @@ NOTEBOOKS: dict[str, Notebook] = {
     "reward_design": Notebook("light", (1, 1)),
     "policy_gradient": Notebook("light", (1, 1)),  # plain transformers and torch, smoke model
     "grpo_training": Notebook("full", (1, 2), starts_vllm=True, trains=True),  # + held-out scores
-    "evaluation": Notebook("full", (5, 10), starts_vllm=True),  # 200 problems, base and trained
+    # 200 problems greedy, base and trained, then 4 sampled answers a problem each (section 9)
+    "evaluation": Notebook("full", (7, 15), starts_vllm=True),
     "save_and_use": Notebook("full", (5, 10)),  # 3 GB 16-bit download, merge, reload; no vLLM
     "grpo_from_scratch": Notebook("light", (2, 4)),  # measured 115 s on the light stand-in
     "r1_recipe_toy": Notebook("light", (4, 8)),  # measured 269 s on the light stand-in
