@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import html
 import posixpath
 import re
 import shutil
@@ -28,6 +29,7 @@ import nbformat
 # Both use the standard library only: the book needs no torch (the Pages build installs none).
 from helpers import course
 from helpers.profiles import PROFILES
+from scripts import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -120,6 +122,17 @@ def buttons(rel: str) -> str:
             f'<a class="source-button" href="{source_url(rel)}">Source notebook</a>\n'
             f'<a class="download-button" href="{name}" download>Download .ipynb</a>\n'
             "</div>")
+
+
+def run_header(nb: nbformat.NotebookNode, root: Path = ROOT) -> str:
+    """The line under a notebook's title: the run its outputs come from (scripts/provenance.py),
+    and a warning when its code or the pinned stack changed since that run."""
+    line = html.escape(provenance.run_line(nb.metadata.get(provenance.KEY)))
+    if not provenance.is_stale(nb, root):
+        return f'<p class="course-run">{line}</p>'
+    return ('<p class="course-run stale"><strong>Outputs out of date:</strong> this notebook\'s '
+            "code or the pinned stack (requirements.txt, locks/) changed after the run below; "
+            f"<code>make execute-notebooks</code> makes them again. {line}</p>")
 
 
 def t4_results_recorded() -> bool:
@@ -245,6 +258,7 @@ def stage_code_cell(cell: nbformat.NotebookNode, figures: dict[str, str], rel: s
 
 def stage_notebook(stager: Stager, rel: str, out: Path, figures: dict[str, str]) -> None:
     nb = nbformat.read(ROOT / rel, as_version=4)
+    header = run_header(nb)  # from the notebook as committed, before staging changes its cells
     stem = Path(rel).stem
     has_badge = False
     for cell in nb.cells:
@@ -256,7 +270,7 @@ def stage_notebook(stager: Stager, rel: str, out: Path, figures: dict[str, str])
         source = stager.markdown(cell.source, rel)
         if BADGE.search(source):
             has_badge = True
-            source = BADGE.sub(lambda _: buttons(rel), source, count=1)
+            source = BADGE.sub(lambda _: header + "\n\n" + buttons(rel), source, count=1)
         if cell.metadata.get("jp-MarkdownHeadingCollapsed") and source.startswith(SOLUTIONS):
             source = f"({FOLD_PREFIX}{stem})=\n{source}"
         cell.source = source

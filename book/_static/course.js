@@ -20,10 +20,11 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 });
 
-// A Copy button on every code block but the outputs: learners copy cells into their notebook.
+// A Copy button on every code block and source listing (`show_source` displays one as HTML),
+// but not on printed output: learners copy cells and helpers into their notebook.
 document.addEventListener("DOMContentLoaded", () => {
   for (const block of document.querySelectorAll(".bd-article div.highlight")) {
-    if (block.closest(".cell_output")) continue;
+    if (block.closest(".cell_output") && !block.closest(".text_html")) continue;
     const button = document.createElement("button");
     button.type = "button";
     button.className = "copy-button";
@@ -69,4 +70,35 @@ document.addEventListener("DOMContentLoaded", () => {
     try { part = anchor && article.querySelector(anchor); } catch { /* not a valid selector */ }
     return (part || article).textContent;
   };
+});
+
+// A name in a table cell (`correctness_reward`, a path, a dataframe's header) may break only
+// after _ . or /: a <wbr> there, none elsewhere (course.css), and copying it is unchanged.
+const BREAK_AFTER = /([_./])(?=[^_./])/g;
+function breakNamesAt(element) {
+  const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  while (walker.nextNode()) texts.push(walker.currentNode);
+  for (const text of texts) {
+    const parts = text.data.split(BREAK_AFTER);
+    if (parts.length < 2) continue;
+    const pieces = document.createDocumentFragment();
+    parts.forEach((part, i) => {
+      if (!part) return;
+      pieces.append(part);
+      if (i % 2) pieces.append(document.createElement("wbr"));  // after each separator
+    });
+    text.replaceWith(pieces);
+  }
+}
+document.addEventListener("DOMContentLoaded", () => {
+  const names = ".bd-article table code.literal, .cell_output table.dataframe th";
+  document.querySelectorAll(names).forEach(breakNamesAt);
+});
+
+// On a phone the page's contents open in a drawer; a tap on a section closes it, so the reader
+// sees the section rather than the drawer.
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("#pst-secondary-sidebar-modal a[href]");
+  if (link) link.closest("dialog").close();
 });
