@@ -117,9 +117,10 @@ def buttons(rel: str) -> str:
     """The row under a notebook's title: open it on Colab, read its source at the tag, or
     download it (build() puts the committed notebook beside its page)."""
     name = posixpath.basename(rel)
+    muted = " unpublished" if course.unpublished_target_line() else ""  # course.css dims them
     return ('<div class="course-buttons">\n'
-            f'<a class="colab-button" href="{colab_url(rel)}">Open in Colab</a>\n'
-            f'<a class="source-button" href="{source_url(rel)}">Source notebook</a>\n'
+            f'<a class="colab-button{muted}" href="{colab_url(rel)}">Open in Colab</a>\n'
+            f'<a class="source-button{muted}" href="{source_url(rel)}">Source notebook</a>\n'
             f'<a class="download-button" href="{name}" download>Download .ipynb</a>\n'
             "</div>")
 
@@ -302,8 +303,9 @@ def stage(out: Path) -> int:
     nbs, docs = notebooks(), docs_in_reading_order(readme)
     figures = [p.relative_to(ROOT).as_posix() for p in (ROOT / "docs/figures").glob("*.png")]
     stager = Stager(set(nbs) | set(docs) | set(figures))
-    front = BADGE.sub(lambda _: ('<div class="course-buttons">\n<a class="colab-button" '
-                                 f'href="{colab_url(nbs[0])}">Open in Colab</a>\n</div>'),
+    muted = " unpublished" if course.unpublished_target_line() else ""
+    front = BADGE.sub(lambda _: ('<div class="course-buttons">\n<a class="colab-button'
+                                 f'{muted}" href="{colab_url(nbs[0])}">Open in Colab</a>\n</div>'),
                       stager.markdown(readme, "README.md"), count=1)
     guides = [d for d in docs if d not in MAINTAINER_DOCS]
     maintainers = [d for d in docs if d in MAINTAINER_DOCS]

@@ -98,6 +98,8 @@ class Crawl:
     phone: dict[str, dict]  # page -> what tapping its buttons at a phone's width did
     figure_tap_opens: str  # the URL a tap on 05's first figure opened
     copied: tuple[str, str]  # (what the first Copy button on 05 copied, the code it sits on)
+    typed_hits: int  # results the search dialog showed while 'advantage' was typed (no Enter)
+    highlighted: int  # words highlighted on a page opened from a search result
     focus: dict[str, dict]  # width -> control -> how it looks with keyboard focus (None: unreached)
 
 
@@ -180,6 +182,13 @@ PAGE_FACTS = """async () => {
       copyButtons: code.filter(b => b.querySelector('button.copy-button')).length,
       download: [...article.querySelectorAll('a.download-button')].map(a => a.href),
       courseRun: article.querySelector('p.course-run')?.innerText ?? null,
+      foldLabels: [...article.querySelectorAll('details > summary')].map(s => [
+        s.getAttribute('aria-label'), s.innerText.trim()]),
+      colabMuted: [...article.querySelectorAll('a.colab-button, a.source-button')]
+        .map(a => a.classList.contains('unpublished')),
+      searchInView: [...document.querySelectorAll('.search-button__button')].some(b =>
+        b.checkVisibility() && b.getBoundingClientRect().top >= 0
+        && b.getBoundingClientRect().bottom <= window.innerHeight),
       courseRunStale: !!article.querySelector('p.course-run.stale'),
       courseRunUnderTitle: !!heading && !!article.querySelector('p.course-run') && !!(
         heading.compareDocumentPosition(article.querySelector('p.course-run'))
@@ -250,7 +259,12 @@ LAYOUT_FACTS = """async () => {
   const displayMath = [...article.querySelectorAll('mjx-container[display="true"]')].map(m => [
     Math.round(m.querySelector('mjx-math').getBoundingClientRect().width), m.clientWidth,
     scrolls(m, m)]);
-  return {wrapped, brokenNames: [...new Set(brokenNames)], displayMath};
+  const size = (tag) => {
+    const heading = article.querySelector(tag);
+    return heading ? parseFloat(getComputedStyle(heading).fontSize) : null;
+  };
+  return {wrapped, brokenNames: [...new Set(brokenNames)], displayMath,
+          headingSizes: ['h1', 'h2', 'h3'].map(size)};
 }"""
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -312,6 +326,8 @@ def crawl(site: Path) -> Crawl:
             search_hits, snippets = search(page, base, where)
             folded_link_opens = link_into_fold_opens(page, base, where)
             copied = copy_first_cell(page, base, where)
+            typed_hits = search_while_typing(page, base, where)
+            highlighted = landing_highlights(page, base, where)
             focus = {"laptop": focus_rings(page, base, where)}
             phone_context = browser.new_context(viewport={"width": 390, "height": 844},
                                                 is_mobile=True, has_touch=True)
@@ -327,7 +343,7 @@ def crawl(site: Path) -> Crawl:
     finally:
         server.shutdown()
     result = Crawl(base, pages, errors, failed, search_hits, snippets, folded_link_opens, taps,
-                   figure_tap, copied, focus)
+                   figure_tap, copied, typed_hits, highlighted, focus)
     write_report(result)
     return result
 
@@ -455,6 +471,29 @@ def search(page, base: str, where: dict) -> tuple[list[str], list[str]]:
     page.wait_for_load_state("networkidle")
     snippets = page.locator("#search-results li p.context").all_text_contents()
     return [h.get_attribute("href") or "" for h in hits.all()], snippets
+
+
+def search_while_typing(page, base: str, where: dict) -> int:
+    """Types 'advantage' into the search dialog of 04, without Enter: how many results show."""
+    where["page"] = "search as you type on notebooks/04_policy_gradient.html"
+    page.goto(base + "notebooks/04_policy_gradient.html")
+    page.locator("button.search-button__button:visible").first.click()
+    page.locator("#pst-search-dialog input[name=q]").press_sequentially("advantage", delay=20)
+    try:
+        page.locator("#search-results li a").first.wait_for(timeout=10_000)
+    except PlaywrightTimeout:
+        return 0
+    # Each hit's snippet is fetched in turn, then the search says it finished: leaving the page
+    # earlier would abort those fetches.
+    page.locator("#search-results").get_by_text("Search finished").wait_for(timeout=15_000)
+    return page.locator("#search-results li a").count()
+
+
+def landing_highlights(page, base: str, where: dict) -> int:
+    """Opens 11 as a search result for 'dead group' does: how many words are highlighted."""
+    where["page"] = "a search result landing on 11"
+    page.goto(base + "notebooks/11_ablation_lab.html?highlight=dead%20group", wait_until="load")
+    return page.locator(".bd-article span.highlighted").count()
 
 
 def link_into_fold_opens(page, base: str, where: dict) -> bool:
@@ -942,3 +981,30 @@ def test_an_executed_notebook_records_its_run() -> None:
     assert set(run["packages"]) == {"torch", "transformers", "trl", "peft"}
     assert run["inputs"] == provenance.inputs_digest(nb) and run["seconds"] == 3.2
     assert provenance.run_line(run).startswith(f"Outputs from a run on {run['date']}: ")
+
+
+def test_search_shows_results_while_typing_and_highlights_where_it_lands(crawl: Crawl) -> None:
+    assert crawl.typed_hits > 0, "typing 'advantage' in the search dialog showed no result"
+    assert crawl.highlighted > 0, "a page opened from a search result highlights no word"
+    hidden = [p.path for p in crawl.pages.values() if not p.info["searchInView"]]
+    assert hidden == [], f"no search control in view on arrival at 1366 px: {hidden}"
+
+
+def test_on_a_phone_section_headings_are_smaller_than_the_title(crawl: Crawl) -> None:
+    for rel, taps in crawl.phone.items():
+        sizes = [size for size in taps["headingSizes"] if size is not None]
+        assert sizes == sorted(sizes, reverse=True), f"{rel}: h1, h2, h3 at {sizes} px"
+
+
+def test_folds_are_named_by_what_they_show(crawl: Crawl) -> None:
+    for page in crawl.pages.values():
+        for label, text in page.info["foldLabels"]:
+            assert label in (None, text), \
+                f"{page.path}: a fold shows {text!r} but is named {label!r}"
+
+
+def test_unpublished_colab_buttons_do_not_look_live(crawl: Crawl) -> None:
+    muted = bool(unpublished_target_line())
+    for page in crawl.pages.values():
+        assert all(m == muted for m in page.info["colabMuted"]), \
+            f"{page.path}: {page.info['colabMuted']}"

@@ -45,6 +45,23 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 });
 
+// Search results land with the searched words highlighted: Sphinx skips this on every page
+// here, since the theme loads the search script (Search) on all of them, not only search.html.
+document.addEventListener("DOMContentLoaded", () => {
+  if (window.location.pathname.endsWith("/search.html") || typeof SphinxHighlight === "undefined") {
+    return;
+  }
+  SphinxHighlight.highlightSearchWords();
+});
+
+// A fold's summary is named by the text it shows ("Show the setup cell"), not by myst-nb's
+// "Toggle hidden content", so a voice-control user can say what they see.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const summary of document.querySelectorAll(".bd-article details > summary[aria-label]")) {
+    summary.removeAttribute("aria-label");
+  }
+});
+
 // A tap on a figure opens it full size: on a phone a chart is scaled down to unreadable labels.
 document.addEventListener("DOMContentLoaded", () => {
   for (const image of document.querySelectorAll(".bd-article img")) {
