@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import subprocess
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -56,13 +57,17 @@ def installed(package: str) -> str:
 
 
 def machine() -> str:
-    """'Tesla T4 GPU' or 'CPU only, 2 cores (x86_64)': what ran the kernel."""
-    from helpers.hardware import detect_hardware  # imports torch, which the run has anyway
-
-    hardware = detect_hardware()
-    if hardware.cuda:
-        return f"{hardware.gpu_name} GPU"
-    return f"CPU only, {os.cpu_count()} cores ({platform.machine()})"
+    """'Tesla T4 GPU' or 'CPU only, 2 cores (x86_64)': what ran the kernels. Asked of
+    nvidia-smi, not torch: a CUDA context here would hold GPU memory the notebooks need."""
+    name = ""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
+        try:
+            found = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                   capture_output=True, text=True, timeout=60)
+            name = found.stdout.strip().splitlines()[0] if found.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired, IndexError):
+            name = ""  # no driver, no GPU
+    return f"{name} GPU" if name else f"CPU only, {os.cpu_count()} cores ({platform.machine()})"
 
 
 def run_record(nb: nbformat.NotebookNode, profile: str, seconds: float,
