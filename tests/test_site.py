@@ -96,7 +96,7 @@ class Crawl:
     search_snippets: list[str]
     folded_link_opens: bool
     phone: dict[str, dict]  # page -> what tapping its buttons at a phone's width did
-    figure_tap_opens: str  # the URL a tap on 05's first figure opened
+    figure_tap: dict  # what a tap on 05's first figure showed, and where the page stayed
     copied: tuple[str, str]  # (what the first Copy button on 05 copied, the code it sits on)
     typed_hits: int  # results the search dialog showed while 'advantage' was typed (no Enter)
     highlighted: int  # words highlighted on a page opened from a search result
@@ -398,16 +398,29 @@ def tap_menus(page, base: str, rel: str, where: dict) -> dict:
     return facts
 
 
-def tap_a_figure(page, base: str, where: dict) -> str:
-    """Taps the training figure on 05 at a phone's width; the URL that opens."""
+def tap_a_figure(page, base: str, where: dict) -> dict:
+    """Taps the training figure on 05 at a phone's width: what the dialog shows, and whether
+    Escape closes it on the same page."""
     where["page"] = "a tap on 05's training figure (phone)"
-    page.goto(base + "notebooks/05_grpo_training.html", wait_until="load")
+    url = base + "notebooks/05_grpo_training.html"
+    page.goto(url, wait_until="load")
+    page.locator(".cell_output img").first.tap()
+    shown = page.locator("#figure-view[open] img")
     try:
-        with page.expect_navigation(timeout=5_000):
-            page.locator(".cell_output img").first.tap()
+        shown.wait_for(state="visible", timeout=5_000)
     except PlaywrightTimeout:
-        pass  # nothing opened: the URL is still the page's
-    return page.url
+        return {"url": page.url, "shown": None}
+    facts = shown.evaluate("""async (i) => { await i.decode(); return {
+        natural: i.naturalWidth, width: Math.round(i.getBoundingClientRect().width),
+        file: document.querySelector('#figure-view a.figure-view-file').href}; }""")
+    page.keyboard.press("Escape")
+    try:
+        page.wait_for_function("() => !document.getElementById('figure-view').open",
+                               timeout=3_000)
+        closed = True
+    except PlaywrightTimeout:
+        closed = False
+    return {"url": page.url, "shown": facts, "closed": closed, "same_page": page.url == url}
 
 
 # The controls the themes leave without a focus ring (the sidebar's search field shows on laptops).
@@ -720,8 +733,12 @@ def test_a_tap_on_a_figure_opens_it_full_size(crawl: Crawl) -> None:
                 for src, _, link in page.info["alts"]
                 if not (link and urlsplit(link).path.endswith(Path(src).name))]
     assert unlinked == [], "images that are not links to their file:\n" + "\n".join(unlinked)
-    assert crawl.figure_tap_opens.endswith(".png"), \
-        f"a tap on 05's figure opened {crawl.figure_tap_opens}"
+    # On a phone a tap shows the figure at its own size, wider than the 358 px column, on the
+    # same page; the dialog links the file and Escape returns to the page.
+    tap = crawl.figure_tap
+    assert tap["shown"], f"a tap on 05's figure showed nothing (the page went to {tap['url']})"
+    assert tap["shown"]["width"] == tap["shown"]["natural"] > 390, tap
+    assert tap["shown"]["file"].endswith(".png") and tap["closed"] and tap["same_page"], tap
 
 
 def test_gpu_notebooks_say_their_outputs_come_from_a_cpu(crawl: Crawl) -> None:

@@ -45,6 +45,37 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 });
 
+// A tap on a figure shows it at its own size over the page, in a box that scrolls both ways (a
+// phone shows a chart's labels readable, not scaled to the column); Close, Escape or a tap
+// beside it returns to the same place, and the box links the image file itself.
+function figureView() {
+  let view = document.getElementById("figure-view");
+  if (view) return view;
+  view = document.createElement("dialog");
+  view.id = "figure-view";
+  view.setAttribute("aria-label", "The figure at its own size");
+  view.innerHTML = '<div class="figure-view-bar"><a class="figure-view-file">Open the image file'
+    + '</a><button type="button" class="figure-view-close" autofocus>Close</button></div>'
+    + '<div class="figure-view-body"><img alt=""></div>';
+  view.querySelector(".figure-view-close").addEventListener("click", () => view.close());
+  view.addEventListener("click", (event) => { if (event.target === view) view.close(); });
+  // Escape closes it at the first press, wherever the focus is inside it
+  view.addEventListener("keydown", (event) => { if (event.key === "Escape") view.close(); });
+  document.body.append(view);
+  return view;
+}
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("a.figure-link");
+  if (!link || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
+  event.preventDefault();
+  const view = figureView();
+  const image = view.querySelector(".figure-view-body img");
+  image.src = link.href;
+  image.alt = link.querySelector("img")?.alt ?? "";
+  view.querySelector(".figure-view-file").href = link.href;
+  view.showModal();
+});
+
 // Search results land with the searched words highlighted: Sphinx skips this on every page
 // here, since the theme loads the search script (Search) on all of them, not only search.html.
 document.addEventListener("DOMContentLoaded", () => {
