@@ -100,6 +100,7 @@ class Crawl:
     copied: tuple[str, str]  # (what the first Copy button on 05 copied, the code it sits on)
     typed_hits: int  # results the search dialog showed while 'advantage' was typed (no Enter)
     highlighted: int  # words highlighted on a page opened from a search result
+    before_icons: dict  # what of 05 worked while the theme's icon script was still loading
     focus: dict[str, dict]  # width -> control -> how it looks with keyboard focus (None: unreached)
 
 
@@ -328,6 +329,7 @@ def crawl(site: Path) -> Crawl:
             copied = copy_first_cell(page, base, where)
             typed_hits = search_while_typing(page, base, where)
             highlighted = landing_highlights(page, base, where)
+            before_icons = while_icons_load(context, base)
             focus = {"laptop": focus_rings(page, base, where)}
             phone_context = browser.new_context(viewport={"width": 390, "height": 844},
                                                 is_mobile=True, has_touch=True)
@@ -343,7 +345,7 @@ def crawl(site: Path) -> Crawl:
     finally:
         server.shutdown()
     result = Crawl(base, pages, errors, failed, search_hits, snippets, folded_link_opens, taps,
-                   figure_tap, copied, typed_hits, highlighted, focus)
+                   figure_tap, copied, typed_hits, highlighted, before_icons, focus)
     write_report(result)
     return result
 
@@ -500,6 +502,27 @@ def search_while_typing(page, base: str, where: dict) -> int:
     # earlier would abort those fetches.
     page.locator("#search-results").get_by_text("Search finished").wait_for(timeout=15_000)
     return page.locator("#search-results li a").count()
+
+
+def while_icons_load(context, base: str) -> dict:
+    """Opens 05 with the theme's icon script (fontawesome.js, 1.5 MB) held back, as a slow link
+    delivers it last: do the Copy buttons and figure links work before it arrives?"""
+    page, held = context.new_page(), []
+    page.route("**/fontawesome.js*", lambda route: held.append(route))  # answered after the checks
+    page.goto(base + "notebooks/05_grpo_training.html", wait_until="commit")
+    try:
+        page.locator(".bd-article .copy-button").first.wait_for(state="attached", timeout=10_000)
+        facts = page.evaluate("""() => ({
+          copyButtons: document.querySelectorAll('.bd-article .copy-button').length,
+          figureLinks: document.querySelectorAll('a.figure-link').length,
+          iconsPending: !window.FontAwesome})""")
+    except PlaywrightTimeout:
+        facts = {"copyButtons": 0, "figureLinks": 0, "iconsPending": True}
+    for route in held:
+        route.continue_()
+    page.wait_for_load_state("load")
+    page.close()
+    return facts
 
 
 def landing_highlights(page, base: str, where: dict) -> int:
@@ -1025,3 +1048,11 @@ def test_unpublished_colab_buttons_do_not_look_live(crawl: Crawl) -> None:
     for page in crawl.pages.values():
         assert all(m == muted for m in page.info["colabMuted"]), \
             f"{page.path}: {page.info['colabMuted']}"
+
+
+def test_copy_buttons_and_figure_links_work_before_the_icons_load(crawl: Crawl) -> None:
+    # On a slow link the icon script arrives seconds after the text; the buttons a reader
+    # reaches for first do not wait for it.
+    facts = crawl.before_icons
+    assert facts["iconsPending"], f"the icon script was not held back: {facts}"
+    assert facts["copyButtons"] > 0 and facts["figureLinks"] > 0, facts

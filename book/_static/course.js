@@ -1,3 +1,10 @@
+// Runs `setup` once the page's HTML is parsed. DOMContentLoaded would wait for the theme's
+// deferred scripts, whose 1.5 MB icon script holds it back for seconds on a slow link.
+function whenParsed(setup) {
+  if (document.readyState !== "loading") setup();
+  else document.addEventListener("readystatechange", setup, { once: true });
+}
+
 // A link to a heading inside the folded Solutions opens the fold, so the link lands somewhere.
 function openFoldedTarget() {
   const id = decodeURIComponent(window.location.hash.slice(1));
@@ -6,12 +13,12 @@ function openFoldedTarget() {
   if (fold) { fold.open = true; target.scrollIntoView(); }
 }
 window.addEventListener("hashchange", openFoldedTarget);
-document.addEventListener("DOMContentLoaded", openFoldedTarget);
+whenParsed(openFoldedTarget);
 
 // The themes bind the sidebar buttons' handlers to the first .primary-toggle and
 // .secondary-toggle on the page, which sit in the top bar that course.css hides; the buttons a
 // reader sees (the article's header) hand their clicks on to those (pydata-sphinx-theme #2451).
-document.addEventListener("DOMContentLoaded", () => {
+whenParsed(() => {
   for (const kind of ["primary-toggle", "secondary-toggle"]) {
     const [bound, ...shown] = document.querySelectorAll(`.${kind}`);
     for (const button of shown) {
@@ -22,7 +29,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
 // A Copy button on every code block and source listing (`show_source` displays one as HTML),
 // but not on printed output: learners copy cells and helpers into their notebook.
-document.addEventListener("DOMContentLoaded", () => {
+whenParsed(() => {
   for (const block of document.querySelectorAll(".bd-article div.highlight")) {
     if (block.closest(".cell_output") && !block.closest(".text_html")) continue;
     const button = document.createElement("button");
@@ -78,7 +85,7 @@ document.addEventListener("click", (event) => {
 
 // Search results land with the searched words highlighted: Sphinx skips this on every page
 // here, since the theme loads the search script (Search) on all of them, not only search.html.
-document.addEventListener("DOMContentLoaded", () => {
+whenParsed(() => {
   if (window.location.pathname.endsWith("/search.html") || typeof SphinxHighlight === "undefined") {
     return;
   }
@@ -87,14 +94,14 @@ document.addEventListener("DOMContentLoaded", () => {
 
 // A fold's summary is named by the text it shows ("Show the setup cell"), not by myst-nb's
 // "Toggle hidden content", so a voice-control user can say what they see.
-document.addEventListener("DOMContentLoaded", () => {
+whenParsed(() => {
   for (const summary of document.querySelectorAll(".bd-article details > summary[aria-label]")) {
     summary.removeAttribute("aria-label");
   }
 });
 
 // A tap on a figure opens it full size: on a phone a chart is scaled down to unreadable labels.
-document.addEventListener("DOMContentLoaded", () => {
+whenParsed(() => {
   for (const image of document.querySelectorAll(".bd-article img")) {
     if (image.closest("a")) continue;
     const link = document.createElement("a");
@@ -108,7 +115,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
 // Search snippets quote the page's text: Sphinx takes them from role="main", which here also
 // holds the page's contents list, so most snippets quoted the list instead.
-document.addEventListener("DOMContentLoaded", () => {
+whenParsed(() => {
   if (typeof Search === "undefined") return;  // searchtools.js is only on search.html
   Search.htmlToText = (htmlString, anchor) => {
     const page = new DOMParser().parseFromString(htmlString, "text/html");
@@ -139,7 +146,7 @@ function breakNamesAt(element) {
     text.replaceWith(pieces);
   }
 }
-document.addEventListener("DOMContentLoaded", () => {
+whenParsed(() => {
   const names = ".bd-article table code.literal, .cell_output table.dataframe th";
   document.querySelectorAll(names).forEach(breakNamesAt);
 });
