@@ -132,7 +132,8 @@ def run_header(nb: nbformat.NotebookNode, root: Path = ROOT) -> str:
     if not provenance.is_stale(nb, root):
         return f'<p class="course-run">{line}</p>'
     return ('<p class="course-run stale"><strong>Outputs out of date:</strong> this notebook\'s '
-            "code or the pinned stack (requirements.txt, locks/) changed after the run below; "
+            "code or the pinned stack (requirements.txt, locks/) changed after the run that made "
+            "them; "
             f"<code>make execute-notebooks</code> makes them again. {line}</p>")
 
 

@@ -260,11 +260,24 @@ LAYOUT_FACTS = """async () => {
   const displayMath = [...article.querySelectorAll('mjx-container[display="true"]')].map(m => [
     Math.round(m.querySelector('mjx-math').getBoundingClientRect().width), m.clientWidth,
     scrolls(m, m)]);
+  // A Copy button in view that covers the first line of its code: [button, first line] boxes meet
+  const coveredCode = [];
+  for (const button of article.querySelectorAll('.copy-button')) {
+    const code = button.parentElement.querySelector('pre');
+    if (!code || !button.checkVisibility({opacityProperty: true})) continue;
+    const first = document.createRange();
+    first.selectNodeContents(code);
+    const line = [...first.getClientRects()].find(r => r.width > 0);
+    const box = button.getBoundingClientRect();
+    if (line && box.bottom > line.top && box.top < line.bottom) {
+      coveredCode.push(code.textContent.split('\\n')[0].slice(0, 60));
+    }
+  }
   const size = (tag) => {
     const heading = article.querySelector(tag);
     return heading ? parseFloat(getComputedStyle(heading).fontSize) : null;
   };
-  return {wrapped, brokenNames: [...new Set(brokenNames)], displayMath,
+  return {wrapped, brokenNames: [...new Set(brokenNames)], displayMath, coveredCode,
           headingSizes: ['h1', 'h2', 'h3'].map(size)};
 }"""
 
@@ -1056,3 +1069,11 @@ def test_copy_buttons_and_figure_links_work_before_the_icons_load(crawl: Crawl) 
     facts = crawl.before_icons
     assert facts["iconsPending"], f"the icon script was not held back: {facts}"
     assert facts["copyButtons"] > 0 and facts["figureLinks"] > 0, facts
+
+
+def test_copy_buttons_do_not_cover_code_on_a_touch_screen(crawl: Crawl) -> None:
+    # On a phone the button is always shown (no hover): it sits above the code, not on it.
+    covered = [f"{rel}: {line}" for rel, taps in crawl.phone.items()
+               for line in taps["coveredCode"]]
+    assert covered == [], f"{len(covered)} Copy buttons cover code at 390 px:\n" \
+        + "\n".join(covered[:20])
