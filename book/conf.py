@@ -69,6 +69,8 @@ html_theme_options = {
     "home_page_in_toc": True,
     "show_navbar_depth": 1,
     "show_toc_level": 2,
+    # Results in the search dialog while typing: the index is loaded on every page anyway.
+    "search_as_you_type": True,
     # No author line ("By Author name not set"): the course version and where it lives instead.
     "footer_content_items": ["extra-footer.html"],
     "extra_footer": (f'<p>{project} · course version {course.COURSE_REF} · '

@@ -4,7 +4,7 @@ Every figure comes from one place: the install times from `helpers.course.INSTAL
 vLLM's first start from `helpers.loading.VLLM_FIRST_START_MINUTES`, notebook 05's training from the
 t4 profile's seconds per step, and each notebook's own work from `helpers.course.NOTEBOOKS`. Where
 `make gpu-check` has written runs/gpu-check/*.json, its measured vLLM start (and an install time,
-when a report carries one) replace the estimates. Notebook 00 prints the table, each notebook's
+when a report carries one) replace the estimates. Notebook 00 shows the table, each notebook's
 header says its own row (`time_line`), and docs/colab.md holds a copy that a test compares with
 `journey_markdown()`.
 """

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import html
 import posixpath
 import re
 import shutil
@@ -28,6 +29,7 @@ import nbformat
 # Both use the standard library only: the book needs no torch (the Pages build installs none).
 from helpers import course
 from helpers.profiles import PROFILES
+from scripts import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -115,11 +117,24 @@ def buttons(rel: str) -> str:
     """The row under a notebook's title: open it on Colab, read its source at the tag, or
     download it (build() puts the committed notebook beside its page)."""
     name = posixpath.basename(rel)
+    muted = " unpublished" if course.unpublished_target_line() else ""  # course.css dims them
     return ('<div class="course-buttons">\n'
-            f'<a class="colab-button" href="{colab_url(rel)}">Open in Colab</a>\n'
-            f'<a class="source-button" href="{source_url(rel)}">Source notebook</a>\n'
+            f'<a class="colab-button{muted}" href="{colab_url(rel)}">Open in Colab</a>\n'
+            f'<a class="source-button{muted}" href="{source_url(rel)}">Source notebook</a>\n'
             f'<a class="download-button" href="{name}" download>Download .ipynb</a>\n'
             "</div>")
+
+
+def run_header(nb: nbformat.NotebookNode, root: Path = ROOT) -> str:
+    """The line under a notebook's title: the run its outputs come from (scripts/provenance.py),
+    and a warning when its code or the pinned stack changed since that run."""
+    line = html.escape(provenance.run_line(nb.metadata.get(provenance.KEY)))
+    if not provenance.is_stale(nb, root):
+        return f'<p class="course-run">{line}</p>'
+    return ('<p class="course-run stale"><strong>Outputs out of date:</strong> this notebook\'s '
+            "code or the pinned stack (requirements.txt, locks/) changed after the run that made "
+            "them; "
+            f"<code>make execute-notebooks</code> makes them again. {line}</p>")
 
 
 def t4_results_recorded() -> bool:
@@ -245,6 +260,7 @@ def stage_code_cell(cell: nbformat.NotebookNode, figures: dict[str, str], rel: s
 
 def stage_notebook(stager: Stager, rel: str, out: Path, figures: dict[str, str]) -> None:
     nb = nbformat.read(ROOT / rel, as_version=4)
+    header = run_header(nb)  # from the notebook as committed, before staging changes its cells
     stem = Path(rel).stem
     has_badge = False
     for cell in nb.cells:
@@ -256,7 +272,7 @@ def stage_notebook(stager: Stager, rel: str, out: Path, figures: dict[str, str])
         source = stager.markdown(cell.source, rel)
         if BADGE.search(source):
             has_badge = True
-            source = BADGE.sub(lambda _: buttons(rel), source, count=1)
+            source = BADGE.sub(lambda _: header + "\n\n" + buttons(rel), source, count=1)
         if cell.metadata.get("jp-MarkdownHeadingCollapsed") and source.startswith(SOLUTIONS):
             source = f"({FOLD_PREFIX}{stem})=\n{source}"
         cell.source = source
@@ -288,8 +304,9 @@ def stage(out: Path) -> int:
     nbs, docs = notebooks(), docs_in_reading_order(readme)
     figures = [p.relative_to(ROOT).as_posix() for p in (ROOT / "docs/figures").glob("*.png")]
     stager = Stager(set(nbs) | set(docs) | set(figures))
-    front = BADGE.sub(lambda _: ('<div class="course-buttons">\n<a class="colab-button" '
-                                 f'href="{colab_url(nbs[0])}">Open in Colab</a>\n</div>'),
+    muted = " unpublished" if course.unpublished_target_line() else ""
+    front = BADGE.sub(lambda _: ('<div class="course-buttons">\n<a class="colab-button'
+                                 f'{muted}" href="{colab_url(nbs[0])}">Open in Colab</a>\n</div>'),
                       stager.markdown(readme, "README.md"), count=1)
     guides = [d for d in docs if d not in MAINTAINER_DOCS]
     maintainers = [d for d in docs if d in MAINTAINER_DOCS]

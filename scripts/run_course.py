@@ -22,6 +22,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
+from scripts import provenance
 from scripts.sync_notebooks import synced
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,10 +163,11 @@ def main() -> int:
     elif any(p.stem.endswith(TRAINING_NOTEBOOK) for p in paths):
         print(clear_course_run(profile_name(os.environ.get("GRPO_PROFILE"))))
     profile = os.environ.get("GRPO_PROFILE", "chosen from the hardware")
+    picked = profile_name(os.environ.get("GRPO_PROFILE"))
     timeout = args.timeout or profile_timeout(os.environ.get("GRPO_PROFILE"))
     print(f"Executing {len(paths)} notebooks (profile: {profile}; at most {timeout} s a cell)")
     # A full in-place smoke run is the one whose outputs are committed: its times are recorded.
-    smoke = profile_name(os.environ.get("GRPO_PROFILE")) == "smoke"
+    smoke = picked == "smoke"
     record = args.in_place and not args.only and smoke
     if record:  # a learner's first run: whatever a notebook caches (09's cold start) is built
         os.environ["GRPO_COURSE_CACHE"] = tempfile.mkdtemp(prefix="grpo-course-cache-")
@@ -182,7 +184,11 @@ def main() -> int:
         times[path.name] = seconds
         if args.in_place:
             nbformat.write(nb, path)
-            path.write_text(nbformat.writes(synced(path)) + "\n")
+            nb = synced(path)
+        # The run that made these outputs, hashed with the code and pins it ran (the book shows it)
+        nb.metadata[provenance.KEY] = provenance.run_record(nb, picked, seconds)
+        if args.in_place:
+            path.write_text(nbformat.writes(nb) + "\n")
             print(f"    done in {seconds:.0f} s, outputs stored in {path.relative_to(ROOT)}")
         else:
             (out / "notebooks").mkdir(parents=True, exist_ok=True)

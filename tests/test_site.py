@@ -32,7 +32,7 @@ from helpers.course import (
     needs_gpu,
     unpublished_target_line,
 )
-from scripts import build_site
+from scripts import build_site, provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,6 +47,14 @@ SHOTS = {"front": "index.html", "training": "notebooks/05_grpo_training.html",
 DETAIL_SHOTS = {"training-figure": ("notebooks/05_grpo_training.html", ".cell_output img"),
                 "policy-gradient-math": ("notebooks/04_policy_gradient.html", "div.math"),
                 "training-solutions": ("notebooks/05_grpo_training.html", "section#exercises")}
+# At a phone's width, for a person to look at: where printed columns, display math and names in
+# a table have to fit 358 px. (page, selector, text the element holds)
+PHONE_DETAIL_SHOTS = {
+    "ablation-grid": ("notebooks/11_ablation_lab.html", ".cell_output pre, .cell_output table",
+                      "Gain in points"),
+    "central-equation": ("notebooks/08_grpo_from_scratch.html", "div.math", None),
+    "reward-table": ("notebooks/03_reward_design.html", ".cell_output table", "correctness"),
+}
 # Math left as source: $$, or $...$ around something that is not a space (prices have none here).
 RAW_MATH = re.compile(r"\$\$|\$[^\s$][^$\n]*\$")
 FIG_MARKER = re.compile(r"<!--\s*fig:[^>]*?-->(.*?)<!--\s*/fig\s*-->", re.S)
@@ -88,8 +96,12 @@ class Crawl:
     search_snippets: list[str]
     folded_link_opens: bool
     phone: dict[str, dict]  # page -> what tapping its buttons at a phone's width did
-    figure_tap_opens: str  # the URL a tap on 05's first figure opened
+    figure_tap: dict  # what a tap on 05's first figure showed, and where the page stayed
     copied: tuple[str, str]  # (what the first Copy button on 05 copied, the code it sits on)
+    typed_hits: int  # results the search dialog showed while 'advantage' was typed (no Enter)
+    highlighted: int  # words highlighted on a page opened from a search result
+    before_icons: dict  # what of 05 worked while the theme's icon script was still loading
+    focus: dict[str, dict]  # width -> control -> how it looks with keyboard focus (None: unreached)
 
 
 # Run in each page once it has loaded and MathJax has typeset it.
@@ -112,6 +124,10 @@ PAGE_FACTS = """async () => {
     }
   }
   const article = document.querySelector('article') || document.body;
+  // a Markdown table a cell printed as text keeps its rule row, `|---|---|`
+  for (const pre of article.querySelectorAll('.cell_output pre')) {
+    rawTables.push(...pre.textContent.split('\\n').filter(l => /^\\s*\\|\\s*:?-{3,}/.test(l)));
+  }
   const q = s => document.querySelector(s);
   const heading = article.querySelector('h1');
   const goals = [...article.querySelectorAll('strong')]
@@ -121,8 +137,9 @@ PAGE_FACTS = """async () => {
   const exercises = article.querySelector('section#exercises');
   const outputsAt = [...article.querySelectorAll('.cell_output')];
   const smokeNote = article.querySelector('.smoke-outputs');
+  // code cells and the source listings cells display (HTML), not printed output
   const code = [...article.querySelectorAll('div.highlight')]
-    .filter(b => !b.closest('.cell_output'));
+    .filter(b => !b.closest('.cell_output') || b.closest('.text_html'));
   return {
     ids: [...document.querySelectorAll('[id], a[name]')].map(e => e.id || e.name),
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
@@ -160,8 +177,24 @@ PAGE_FACTS = """async () => {
       bootstrapShown: firstCell ? firstCell.querySelector('.cell_input')?.checkVisibility() : null,
       bootstrapFolded: !!firstCell && !!firstCell.querySelector('details.hide summary'),
       codeBlocks: code.length,
+      listings: code.filter(b => b.closest('.cell_output')).length,
+      listingButtons: code.filter(b => b.closest('.cell_output')
+        && b.querySelector('button.copy-button')).length,
       copyButtons: code.filter(b => b.querySelector('button.copy-button')).length,
       download: [...article.querySelectorAll('a.download-button')].map(a => a.href),
+      courseRun: article.querySelector('p.course-run')?.innerText ?? null,
+      foldLabels: [...article.querySelectorAll('details > summary')].map(s => [
+        s.getAttribute('aria-label'), s.innerText.trim()]),
+      colabMuted: [...article.querySelectorAll('a.colab-button, a.source-button')]
+        .map(a => a.classList.contains('unpublished')),
+      searchInView: [...document.querySelectorAll('.search-button__button')].some(b =>
+        b.checkVisibility() && b.getBoundingClientRect().top >= 0
+        && b.getBoundingClientRect().bottom <= window.innerHeight),
+      courseRunStale: !!article.querySelector('p.course-run.stale'),
+      courseRunUnderTitle: !!heading && !!article.querySelector('p.course-run') && !!(
+        heading.compareDocumentPosition(article.querySelector('p.course-run'))
+        & Node.DOCUMENT_POSITION_FOLLOWING) && (!firstCell || !!(article.querySelector(
+        'p.course-run').compareDocumentPosition(firstCell) & Node.DOCUMENT_POSITION_FOLLOWING)),
       footer: (q('.bd-footer-content') || {innerText: ''}).innerText,
       announcement: (q('.bd-header-announcement') || {innerText: ''}).innerText,
       favicon: q('link[rel~=icon]') ? q('link[rel~=icon]').href : null,
@@ -172,6 +205,81 @@ PAGE_FACTS = """async () => {
   };
 }"""
 
+
+# Run at each width once the page is typeset: how printed output, names in tables and display
+# math fit the column.
+LAYOUT_FACTS = """async () => {
+  if (window.MathJax && MathJax.startup) { await MathJax.startup.promise; }
+  const article = document.querySelector('article') || document.body;
+  const scrolls = (element, upTo) => {
+    for (let e = element; e && e !== upTo.parentElement; e = e.parentElement) {
+      if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX)) return true;
+    }
+    return false;
+  };
+  // Printed output and listings: a line that wraps makes the box taller than its lines unwrapped;
+  // a line longer than the box must scroll inside it.
+  const wrapped = [];
+  for (const pre of article.querySelectorAll('.cell_output pre')) {
+    if (!pre.checkVisibility()) continue;
+    const shown = pre.getBoundingClientRect().height;
+    const kept = pre.style.whiteSpace;
+    pre.style.whiteSpace = 'pre';
+    const unwrapped = pre.getBoundingClientRect().height;
+    pre.style.whiteSpace = kept;
+    const spills = pre.scrollWidth > pre.clientWidth + 1
+      && !scrolls(pre, pre.closest('.cell_output'));
+    if (shown > unwrapped + 1 || spills) {
+      wrapped.push((shown > unwrapped + 1 ? 'wraps: ' : 'spills: ')
+        + pre.textContent.trim().split('\\n')[0].slice(0, 80));
+    }
+  }
+  // A name in a table cell breaks only after _ . / - or a space: where a character starts a new
+  // line, the one before it says whether the break is one of those.
+  const brokenNames = [];
+  const range = document.createRange();
+  for (const name of article.querySelectorAll('td code, th code, table.dataframe th')) {
+    if (!name.checkVisibility()) continue;
+    const walker = document.createTreeWalker(name, NodeFilter.SHOW_TEXT);
+    let before = null, top = null;
+    while (walker.nextNode()) {
+      const text = walker.currentNode;
+      for (let i = 0; i < text.length; i++) {
+        range.setStart(text, i); range.setEnd(text, i + 1);
+        const box = range.getClientRects()[0];
+        if (!box || /\\s/.test(text.data[i])) { before = text.data[i]; continue; }
+        if (top !== null && box.top > top + 2 && !/[\\s_.\\/-]/.test(before)) {
+          brokenNames.push(name.textContent.trim());
+          break;
+        }
+        top = box.top; before = text.data[i];
+      }
+    }
+  }
+  // Display math: [width of the formula, width of its box, whether the box scrolls]
+  const displayMath = [...article.querySelectorAll('mjx-container[display="true"]')].map(m => [
+    Math.round(m.querySelector('mjx-math').getBoundingClientRect().width), m.clientWidth,
+    scrolls(m, m)]);
+  // A Copy button in view that covers the first line of its code: [button, first line] boxes meet
+  const coveredCode = [];
+  for (const button of article.querySelectorAll('.copy-button')) {
+    const code = button.parentElement.querySelector('pre');
+    if (!code || !button.checkVisibility({opacityProperty: true})) continue;
+    const first = document.createRange();
+    first.selectNodeContents(code);
+    const line = [...first.getClientRects()].find(r => r.width > 0);
+    const box = button.getBoundingClientRect();
+    if (line && box.bottom > line.top && box.top < line.bottom) {
+      coveredCode.push(code.textContent.split('\\n')[0].slice(0, 60));
+    }
+  }
+  const size = (tag) => {
+    const heading = article.querySelector(tag);
+    return heading ? parseFloat(getComputedStyle(heading).fontSize) : null;
+  };
+  return {wrapped, brokenNames: [...new Set(brokenNames)], displayMath, coveredCode,
+          headingSizes: ['h1', 'h2', 'h3'].map(size)};
+}"""
 
 class QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
@@ -224,6 +332,7 @@ def crawl(site: Path) -> Crawl:
                 where["page"] = rel
                 page.goto(base + rel, wait_until="load")
                 facts = page.evaluate(PAGE_FACTS)
+                facts["info"] |= page.evaluate(LAYOUT_FACTS)
                 facts["info"] |= laptop_menu(page)
                 pages[rel] = Page(rel, set(facts["ids"]), facts["links"],
                                   [tuple(i) for i in facts["images"]], facts["rawMath"],
@@ -231,6 +340,10 @@ def crawl(site: Path) -> Crawl:
             search_hits, snippets = search(page, base, where)
             folded_link_opens = link_into_fold_opens(page, base, where)
             copied = copy_first_cell(page, base, where)
+            typed_hits = search_while_typing(page, base, where)
+            highlighted = landing_highlights(page, base, where)
+            before_icons = while_icons_load(context, base)
+            focus = {"laptop": focus_rings(page, base, where)}
             phone_context = browser.new_context(viewport={"width": 390, "height": 844},
                                                 is_mobile=True, has_touch=True)
             phone_context.route(lambda url: not url.startswith((base, "data:", "blob:")), refuse)
@@ -238,13 +351,14 @@ def crawl(site: Path) -> Crawl:
             phone.on("pageerror", lambda e: errors.append(f"{where['page']} (phone): {e}"))
             taps = {rel: tap_menus(phone, base, rel, where) for rel in pages}
             figure_tap = tap_a_figure(phone, base, where)
+            focus["phone"] = focus_rings(phone, base, where)
             phone_context.close()
             screenshots(context, base)
             browser.close()
     finally:
         server.shutdown()
     result = Crawl(base, pages, errors, failed, search_hits, snippets, folded_link_opens, taps,
-                   figure_tap, copied)
+                   figure_tap, copied, typed_hits, highlighted, before_icons, focus)
     write_report(result)
     return result
 
@@ -271,6 +385,7 @@ def tap_menus(page, base: str, rel: str, where: dict) -> dict:
     page.goto(base + rel, wait_until="load")
     facts = {"overflow": page.evaluate(
         "() => document.documentElement.scrollWidth - document.documentElement.clientWidth")}
+    facts |= page.evaluate(LAYOUT_FACTS)
     for name, button, dialog in [("menu", ".primary-toggle", "#pst-primary-sidebar-modal"),
                                  ("contents", ".secondary-toggle", "#pst-secondary-sidebar-modal")]:
         shown = page.locator(f"{button}:visible")
@@ -283,21 +398,73 @@ def tap_menus(page, base: str, rel: str, where: dict) -> dict:
             facts[name] = True
         except PlaywrightTimeout:
             facts[name] = False
+        if name == "contents" and facts[name]:  # a tap on a section: does the drawer close?
+            page.locator(f"{dialog}[open] a[href*='#']").first.tap()
+            try:
+                page.wait_for_function(f"() => !document.querySelector('{dialog}').open",
+                                       timeout=3_000)
+                facts["contentsCloses"] = True
+            except PlaywrightTimeout:
+                facts["contentsCloses"] = False
         page.keyboard.press("Escape")
+        # Escape closes it; after a tap on a section that left the drawer open, it may not
+        page.evaluate(f"() => document.querySelector('{dialog}').close()")
         page.wait_for_function(f"() => !document.querySelector('{dialog}').open", timeout=3_000)
     return facts
 
 
-def tap_a_figure(page, base: str, where: dict) -> str:
-    """Taps the training figure on 05 at a phone's width; the URL that opens."""
+def tap_a_figure(page, base: str, where: dict) -> dict:
+    """Taps the training figure on 05 at a phone's width: what the dialog shows, and whether
+    Escape closes it on the same page."""
     where["page"] = "a tap on 05's training figure (phone)"
-    page.goto(base + "notebooks/05_grpo_training.html", wait_until="load")
+    url = base + "notebooks/05_grpo_training.html"
+    page.goto(url, wait_until="load")
+    page.locator(".cell_output img").first.tap()
+    shown = page.locator("#figure-view[open] img")
     try:
-        with page.expect_navigation(timeout=5_000):
-            page.locator(".cell_output img").first.tap()
+        shown.wait_for(state="visible", timeout=5_000)
     except PlaywrightTimeout:
-        pass  # nothing opened: the URL is still the page's
-    return page.url
+        return {"url": page.url, "shown": None}
+    facts = shown.evaluate("""async (i) => { await i.decode(); return {
+        natural: i.naturalWidth, width: Math.round(i.getBoundingClientRect().width),
+        file: document.querySelector('#figure-view a.figure-view-file').href}; }""")
+    page.keyboard.press("Escape")
+    try:
+        page.wait_for_function("() => !document.getElementById('figure-view').open",
+                               timeout=3_000)
+        closed = True
+    except PlaywrightTimeout:
+        closed = False
+    return {"url": page.url, "shown": facts, "closed": closed, "same_page": page.url == url}
+
+
+# The controls the themes leave without a focus ring (the sidebar's search field shows on laptops).
+FOCUSED = {"menu": ".bd-header-article .primary-toggle",
+           "repository": ".bd-header-article .btn-source-repository-button",
+           "search": ".search-button-field, .bd-header-article .search-button"}
+
+
+def focus_rings(page, base: str, where: dict) -> dict[str, dict | None]:
+    """Tabs through 05 from the top as a keyboard user does; for each FOCUSED control it reaches,
+    its outline and shadow while focused (None: Tab never reached it)."""
+    where["page"] = "keyboard focus on 05"
+    page.goto(base + "notebooks/05_grpo_training.html", wait_until="load")
+    found: dict[str, dict | None] = dict.fromkeys(FOCUSED)
+    for _ in range(120):
+        page.keyboard.press("Tab")
+        style = page.evaluate("""(controls) => {
+          const e = document.activeElement;
+          const name = Object.keys(controls).find(k => e && e.matches(controls[k]));
+          if (!name) return null;
+          const s = getComputedStyle(e);
+          return {name, outline: s.outlineStyle === 'none' ? 0 : parseFloat(s.outlineWidth),
+                  shadow: s.boxShadow};
+        }""", FOCUSED)
+        if style and found[style["name"]] is None:
+            found[style.pop("name")] = style
+        if all(found.values()):
+            break
+    return found
 
 
 def copy_first_cell(page, base: str, where: dict) -> tuple[str, str]:
@@ -334,6 +501,50 @@ def search(page, base: str, where: dict) -> tuple[list[str], list[str]]:
     return [h.get_attribute("href") or "" for h in hits.all()], snippets
 
 
+def search_while_typing(page, base: str, where: dict) -> int:
+    """Types 'advantage' into the search dialog of 04, without Enter: how many results show."""
+    where["page"] = "search as you type on notebooks/04_policy_gradient.html"
+    page.goto(base + "notebooks/04_policy_gradient.html")
+    page.locator("button.search-button__button:visible").first.click()
+    page.locator("#pst-search-dialog input[name=q]").press_sequentially("advantage", delay=20)
+    try:
+        page.locator("#search-results li a").first.wait_for(timeout=10_000)
+    except PlaywrightTimeout:
+        return 0
+    # Each hit's snippet is fetched in turn, then the search says it finished: leaving the page
+    # earlier would abort those fetches.
+    page.locator("#search-results").get_by_text("Search finished").wait_for(timeout=15_000)
+    return page.locator("#search-results li a").count()
+
+
+def while_icons_load(context, base: str) -> dict:
+    """Opens 05 with the theme's icon script (fontawesome.js, 1.5 MB) held back, as a slow link
+    delivers it last: do the Copy buttons and figure links work before it arrives?"""
+    page, held = context.new_page(), []
+    page.route("**/fontawesome.js*", lambda route: held.append(route))  # answered after the checks
+    page.goto(base + "notebooks/05_grpo_training.html", wait_until="commit")
+    try:
+        page.locator(".bd-article .copy-button").first.wait_for(state="attached", timeout=10_000)
+        facts = page.evaluate("""() => ({
+          copyButtons: document.querySelectorAll('.bd-article .copy-button').length,
+          figureLinks: document.querySelectorAll('a.figure-link').length,
+          iconsPending: !window.FontAwesome})""")
+    except PlaywrightTimeout:
+        facts = {"copyButtons": 0, "figureLinks": 0, "iconsPending": True}
+    for route in held:
+        route.continue_()
+    page.wait_for_load_state("load")
+    page.close()
+    return facts
+
+
+def landing_highlights(page, base: str, where: dict) -> int:
+    """Opens 11 as a search result for 'dead group' does: how many words are highlighted."""
+    where["page"] = "a search result landing on 11"
+    page.goto(base + "notebooks/11_ablation_lab.html?highlight=dead%20group", wait_until="load")
+    return page.locator(".bd-article span.highlighted").count()
+
+
 def link_into_fold_opens(page, base: str, where: dict) -> bool:
     """Follows a link to a heading inside 05's folded Solutions: does the fold open?"""
     where["page"] = "a link into 05's Solutions"
@@ -366,6 +577,17 @@ def screenshots(context, base: str) -> None:
                               "await MathJax.startup.promise; }")
                 page.locator(selector).first.scroll_into_view_if_needed()
                 page.screenshot(path=REPORT / f"{name}-laptop.png")
+        if device == "phone":
+            for name, (rel, selector, text) in PHONE_DETAIL_SHOTS.items():
+                page.goto(base + rel, wait_until="load")
+                page.evaluate("async () => { if (window.MathJax && MathJax.startup) "
+                              "await MathJax.startup.promise; }")
+                found = page.locator(selector)
+                # The element at the top of the screen, below the article's sticky header
+                (found.filter(has_text=text) if text else found).first.evaluate(
+                    "e => { e.scrollIntoView(); window.scrollBy(0, -8 - (document.querySelector("
+                    "'.bd-header-article')?.getBoundingClientRect().height ?? 0)); }")
+                page.screenshot(path=REPORT / f"{name}-phone.png")
         page.close()
 
 
@@ -547,8 +769,12 @@ def test_a_tap_on_a_figure_opens_it_full_size(crawl: Crawl) -> None:
                 for src, _, link in page.info["alts"]
                 if not (link and urlsplit(link).path.endswith(Path(src).name))]
     assert unlinked == [], "images that are not links to their file:\n" + "\n".join(unlinked)
-    assert crawl.figure_tap_opens.endswith(".png"), \
-        f"a tap on 05's figure opened {crawl.figure_tap_opens}"
+    # On a phone a tap shows the figure at its own size, wider than the 358 px column, on the
+    # same page; the dialog links the file and Escape returns to the page.
+    tap = crawl.figure_tap
+    assert tap["shown"], f"a tap on 05's figure showed nothing (the page went to {tap['url']})"
+    assert tap["shown"]["width"] == tap["shown"]["natural"] > 390, tap
+    assert tap["shown"]["file"].endswith(".png") and tap["closed"] and tap["same_page"], tap
 
 
 def test_gpu_notebooks_say_their_outputs_come_from_a_cpu(crawl: Crawl) -> None:
@@ -669,6 +895,56 @@ def test_screenshots_are_written(crawl: Crawl) -> None:
             shot = REPORT / f"{name}-{device}.png"
             assert shot.stat().st_size > 10_000, f"{shot} is (nearly) empty"
             assert int.from_bytes(shot.read_bytes()[16:20], "big") == width, shot
+    for name in PHONE_DETAIL_SHOTS:
+        shot = REPORT / f"{name}-phone.png"
+        assert shot.stat().st_size > 2_000, f"{shot} is (nearly) empty"
+
+
+def test_printed_columns_and_listings_keep_their_lines(crawl: Crawl) -> None:
+    # A column table (11's grid) or an indented listing that wraps loses its alignment; a long
+    # line scrolls sideways inside its box instead, at both widths.
+    wrapped = [f"{p.path}: {line}" for p in crawl.pages.values() for line in p.info["wrapped"]]
+    wrapped += [f"{rel} (phone): {line}" for rel, taps in crawl.phone.items()
+                for line in taps["wrapped"]]
+    assert wrapped == [], f"{len(wrapped)} printed outputs wrap or spill:\n" + "\n".join(wrapped)
+
+
+def test_source_listings_have_copy_buttons(crawl: Crawl) -> None:
+    # show_source displays a helper's code as HTML; a learner copies it like a cell, so
+    # test_code_has_copy_buttons_that_copy_it counts it among the code blocks.
+    info = crawl.pages[nb_page("03_reward_design")].info
+    assert info["listings"] > 0, "03 shows no source listing: this checks nothing"
+    assert info["listingButtons"] == info["listings"], info
+
+
+def test_names_in_tables_break_only_between_words(crawl: Crawl) -> None:
+    broken = [f"{rel}: {name}" for rel, taps in crawl.phone.items()
+              for name in taps["brokenNames"]]
+    assert broken == [], f"{len(broken)} names in table cells break mid-word at 390 px:\n" \
+        + "\n".join(broken[:30])
+
+
+def test_display_math_fits_or_scrolls_and_the_central_equation_fits_a_phone(crawl: Crawl) -> None:
+    for rel, taps in crawl.phone.items():
+        cut = [m for m in taps["displayMath"] if m[0] > m[1] + 1 and not m[2]]
+        assert cut == [], f"{rel}: display math wider than its box that does not scroll: {cut}"
+    central = crawl.phone[nb_page("08_grpo_from_scratch")]["displayMath"][:2]
+    assert central and all(width <= box for width, box, _ in central), \
+        f"08's GRPO objective and its ratio (formula px, box px) at 390 px: {central}"
+
+
+def test_the_contents_drawer_closes_after_a_tap_on_a_section(crawl: Crawl) -> None:
+    stuck = [rel for rel, taps in crawl.phone.items() if taps.get("contentsCloses") is False]
+    assert stuck == [], f"the contents drawer stays open after a tap on a section: {stuck}"
+    assert crawl.phone[nb_page("05_grpo_training")]["contentsCloses"]
+
+
+def test_keyboard_focus_is_visible_on_menu_repository_and_search(crawl: Crawl) -> None:
+    for width, controls in crawl.focus.items():
+        for control, style in controls.items():
+            assert style is not None, f"{width}: Tab never reaches the {control} control"
+            assert style["outline"] >= 2 or style["shadow"] != "none", \
+                f"{width}: the {control} control shows no focus: {style}"
 
 
 def test_the_build_refuses_assets_from_another_host(tmp_path: Path) -> None:
@@ -700,3 +976,104 @@ def test_staged_markdown_rewrites_markers_and_links() -> None:
     assert stager.markdown(source, "docs/x.md") == (
         "42% of [CI](ci.md), [home](../index.md#start), "
         f"[code]({COURSE_REPO}/blob/{COURSE_REF}/helpers/course.py), [web](https://example.org)")
+
+
+def test_each_notebook_page_says_which_run_made_its_outputs(crawl: Crawl) -> None:
+    recorded = 0
+    for stem in NOTEBOOKS:
+        nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+        info, run = crawl.pages[nb_page(stem)].info, nb.metadata.get(provenance.KEY)
+        assert info["courseRun"] and info["courseRunUnderTitle"], f"{stem}: {info['courseRun']}"
+        assert info["courseRunStale"] == provenance.is_stale(nb), stem
+        if run is None:
+            assert "not recorded" in info["courseRun"], f"{stem}: {info['courseRun']}"
+            continue
+        recorded += 1
+        for said in (run["date"], run["machine"], f"torch {run['packages']['torch']}",
+                     f"trl {run['packages']['trl']}", f"profile {run['profile']}"):
+            assert said in info["courseRun"], f"{stem}: {said!r} not in {info['courseRun']!r}"
+    assert recorded, "no notebook records its run: make execute-notebooks writes the record"
+
+
+def test_a_page_is_flagged_when_a_pin_or_its_code_changed(tmp_path: Path) -> None:
+    # A copy of the pins: the recorded run matches it until one pinned version changes.
+    shutil.copy2(ROOT / "requirements.txt", tmp_path / "requirements.txt")
+    shutil.copytree(ROOT / "locks", tmp_path / "locks")
+    nb = nbformat.read(ROOT / "notebooks" / "00_setup.ipynb", as_version=4)
+    nb.metadata[provenance.KEY] = {
+        "date": "2026-12-07", "machine": "CPU only, 2 cores (x86_64)", "python": "3.11.7",
+        "packages": {"torch": "2.13.0", "transformers": "4.56.2", "trl": "0.22.2",
+                     "peft": "0.21.2"},
+        "profile": "smoke", "seed": 3407, "seconds": 12.0,
+        "inputs": provenance.inputs_digest(nb, tmp_path)}
+    fresh = build_site.run_header(nb, tmp_path)
+    assert "course-run" in fresh and "stale" not in fresh and "2026-12-07" in fresh, fresh
+    # The bootstrap cell is rewritten on publishing: that alone leaves the outputs current.
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    code[0].source += "\n# published elsewhere"
+    assert not provenance.is_stale(nb, tmp_path)
+    pins = (tmp_path / "requirements.txt").read_text()
+    pin = re.search(r"^([A-Za-z0-9_.-]+)==(\d+)", pins, re.M)
+    assert pin, "requirements.txt pins nothing with =="
+    bumped = pins.replace(pin.group(0), f"{pin.group(1)}=={int(pin.group(2)) + 1}", 1)
+    (tmp_path / "requirements.txt").write_text(bumped)
+    flagged = build_site.run_header(nb, tmp_path)
+    assert "stale" in flagged and "Outputs out of date" in flagged, flagged
+    (tmp_path / "requirements.txt").write_text(pins)  # the pins back, a code cell changed
+    code[1].source += "\nprint('changed')"
+    assert provenance.is_stale(nb, tmp_path)
+    nb.metadata.pop(provenance.KEY)  # a notebook executed before runs were recorded
+    assert "not recorded" in build_site.run_header(nb, tmp_path)
+
+
+def test_an_executed_notebook_records_its_run() -> None:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    run = provenance.run_record(nb, "smoke", 3.21)
+    assert set(run) == {"date", "machine", "python", "packages", "profile", "seed", "seconds",
+                        "inputs"}
+    assert set(run["packages"]) == {"torch", "transformers", "trl", "peft"}
+    assert run["inputs"] == provenance.inputs_digest(nb) and run["seconds"] == 3.2
+    assert provenance.run_line(run).startswith(f"Outputs from a run on {run['date']}: ")
+
+
+def test_search_shows_results_while_typing_and_highlights_where_it_lands(crawl: Crawl) -> None:
+    assert crawl.typed_hits > 0, "typing 'advantage' in the search dialog showed no result"
+    assert crawl.highlighted > 0, "a page opened from a search result highlights no word"
+    hidden = [p.path for p in crawl.pages.values() if not p.info["searchInView"]]
+    assert hidden == [], f"no search control in view on arrival at 1366 px: {hidden}"
+
+
+def test_on_a_phone_section_headings_are_smaller_than_the_title(crawl: Crawl) -> None:
+    for rel, taps in crawl.phone.items():
+        sizes = [size for size in taps["headingSizes"] if size is not None]
+        assert sizes == sorted(sizes, reverse=True), f"{rel}: h1, h2, h3 at {sizes} px"
+
+
+def test_folds_are_named_by_what_they_show(crawl: Crawl) -> None:
+    for page in crawl.pages.values():
+        for label, text in page.info["foldLabels"]:
+            assert label in (None, text), \
+                f"{page.path}: a fold shows {text!r} but is named {label!r}"
+
+
+def test_unpublished_colab_buttons_do_not_look_live(crawl: Crawl) -> None:
+    muted = bool(unpublished_target_line())
+    for page in crawl.pages.values():
+        assert all(m == muted for m in page.info["colabMuted"]), \
+            f"{page.path}: {page.info['colabMuted']}"
+
+
+def test_copy_buttons_and_figure_links_work_before_the_icons_load(crawl: Crawl) -> None:
+    # On a slow link the icon script arrives seconds after the text; the buttons a reader
+    # reaches for first do not wait for it.
+    facts = crawl.before_icons
+    assert facts["iconsPending"], f"the icon script was not held back: {facts}"
+    assert facts["copyButtons"] > 0 and facts["figureLinks"] > 0, facts
+
+
+def test_copy_buttons_do_not_cover_code_on_a_touch_screen(crawl: Crawl) -> None:
+    # On a phone the button is always shown (no hover): it sits above the code, not on it.
+    covered = [f"{rel}: {line}" for rel, taps in crawl.phone.items()
+               for line in taps["coveredCode"]]
+    assert covered == [], f"{len(covered)} Copy buttons cover code at 390 px:\n" \
+        + "\n".join(covered[:20])
