@@ -232,6 +232,16 @@ def prepare(folder: Path = WHEEL_DIR) -> int:
     return 0
 
 
+def install_skip(folder: Path, python: tuple[int, int] = sys.version_info[:2]) -> str | None:
+    """Why the carried wheels are not installed here (this Python's packages are used), or None."""
+    if not (folder.is_dir() and any(folder.glob("*.whl"))):
+        return f"no wheels in {folder}: this Python's own packages are used"
+    if python != (3, 12):
+        return (f"the carried wheels are for CPython 3.12 and this is {python[0]}.{python[1]}: "
+                "this Python's own packages are used")
+    return None
+
+
 def install(folder: Path, site: Path) -> None:
     """Install the carried wheels offline into `site` (put first on PYTHONPATH by the phases)."""
     missing = [w.name for w in CARRIED if wheel_file(folder, w) is None]
@@ -791,9 +801,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     clear_work(work)
     started = time.perf_counter()
     with open(args.out / "offline-gpu-check.log", "w") as log:
-        site, installed = None, PhaseResult("install", "skip", detail=(
-            f"no wheels in {args.wheels}: this Python's own packages are used"))
-        if args.wheels.is_dir() and any(args.wheels.glob("*.whl")):
+        why = install_skip(args.wheels)
+        site, installed = None, PhaseResult("install", "skip", detail=why or "")
+        if why is None:
             site, start = work / "site", time.perf_counter()
             install(args.wheels, site)
             installed = PhaseResult("install", "pass", round(time.perf_counter() - start, 1),

@@ -66,6 +66,13 @@ def test_the_dry_run_lists_every_phase_and_the_carried_wheels(capsys):
     assert "of the 64 MiB budget" in out
 
 
+def test_the_wheels_are_installed_on_python_3_12_only(tmp_path: Path):
+    assert "no wheels in" in o.install_skip(tmp_path, (3, 12))
+    (tmp_path / "trl-0.22.2-py3-none-any.whl").write_bytes(b"")
+    assert o.install_skip(tmp_path, (3, 12)) is None
+    assert "for CPython 3.12 and this is 3.11" in o.install_skip(tmp_path, (3, 11))
+
+
 def test_a_cpu_skips_the_cuda_phases_and_those_whose_needs_failed(tmp_path: Path):
     ran = []
 
