@@ -93,7 +93,6 @@ def build_trainer(
 
     `reward_funcs` replaces the course's rewards (notebook 11's reward arms; the config's
     reward_weights must match them)."""
-    from transformers.utils.notebook import NotebookProgressCallback
     from trl import GRPOTrainer
 
     from helpers.data import grpo_train_dataset, load_gsm8k
@@ -125,12 +124,23 @@ def build_trainer(
         else train_dataset,
         callbacks=[*callbacks, *instrument.callbacks],
     )
-    trainer.remove_callback(NotebookProgressCallback)  # a table of the loss alone
+    if (progress := notebook_progress_callback()) is not None:
+        trainer.remove_callback(progress)  # a table of the loss alone
     if samples:  # it reads the trainer's newest generation batch, so it comes last
         trainer.add_callback(CompletionSampler(trainer, run, every=sample_every(steps)))
     if instrument.patch_trainer is not None:
         instrument.patch_trainer(trainer)
     return trainer
+
+
+def notebook_progress_callback() -> type | None:
+    """transformers' notebook progress table, or None where IPython is missing: its module imports
+    IPython, and transformers adds the table only inside a notebook, which needs IPython anyway."""
+    try:
+        from transformers.utils.notebook import NotebookProgressCallback
+    except ImportError:
+        return None
+    return NotebookProgressCallback
 
 
 def describe_callback(callback: Any) -> str | None:

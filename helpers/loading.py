@@ -115,12 +115,15 @@ def vllm_room_problem(profile: Profile, free: int, total: int) -> str | None:
     if free >= MIN_FREE_SHARE * total:
         return None
     share = profile.gpu_memory_utilization
+    # The free memory is device-wide: on a workstation another process may hold it.
     return (f"{(total - free) / GIB:.1f} of this GPU's {total / GIB:.1f} GiB are already in use "
-            "(most likely by vLLM and a model from an earlier run of a load cell in this "
-            f"session), so unsloth would start vLLM in {share * free / GIB:.1f} GiB instead of "
-            f"the {share * total / GIB:.1f} GiB this run is planned for and training would run "
-            "out of memory later: Runtime → Restart session (elsewhere: restart Python), then "
-            "Run all.")
+            "by this process or another one (on Colab most likely vLLM and a model from an "
+            "earlier run of a load cell in this session; on a shared machine perhaps another "
+            "notebook's kernel: nvidia-smi lists them), so unsloth would start vLLM in "
+            f"{share * free / GIB:.1f} GiB instead of the {share * total / GIB:.1f} GiB this run "
+            "is planned for and training would run out of memory later: on Colab, Runtime → "
+            "Restart session, then Run all; elsewhere, stop the other process or restart Python, "
+            "then run again.")
 
 
 def _ticker(stream: TextIO, started: float, stop: threading.Event, every: float) -> None:

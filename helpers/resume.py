@@ -151,7 +151,7 @@ def run_precision(args: Any) -> str:
 
 # Where each precision trains, for the sentence that refuses a resume across precisions.
 PRECISION_GPUS = {"fp16": "a T4", "bf16": "an Ampere or newer GPU (an L4 or A100 runtime)",
-                  "fp32": "a CPU"}
+                  "fp32": "a CPU", "bf16 or fp32": "an Ampere or newer GPU, or a CPU"}
 
 
 def run_fingerprint(trainer: Any) -> dict[str, Any]:
@@ -163,17 +163,28 @@ def run_fingerprint(trainer: Any) -> dict[str, Any]:
             "precision": run_precision(args), **settings}
 
 
+NOT_FP16 = "bf16 or fp32"  # a fingerprint older than its precision, with no scaler.pt saved
+
+
+def legacy_precision(folder: Path) -> str:
+    """The precision of checkpoints whose fingerprint predates `precision`: "fp16" where any holds
+    scaler.pt (only fp16 saves it), else NOT_FP16 (bf16 and fp32 resume into each other)."""
+    return "fp16" if any((p / "scaler.pt").is_file() for p in checkpoint_folders(folder)) \
+        else NOT_FP16
+
+
 def check_resumable(folder: Path, fingerprint: dict[str, Any]) -> None:
     """Refuse to resume checkpoints made by a different model, precision or settings.
 
-    A key the saved fingerprint lacks (written before the course recorded it) is not compared.
+    A key the saved fingerprint lacks (written before the course recorded it) is not compared,
+    but precision, whose mismatch would prune the checkpoints, is read from them instead.
     """
     path = folder / FINGERPRINT_FILE
     if file_problem(path):  # none yet, or cut off mid-write: it is written again below
         return
     saved = json.loads(path.read_text())
-    was, now = saved.get("precision"), fingerprint.get("precision")
-    if was is not None and was != now:
+    was, now = saved.get("precision") or legacy_precision(folder), fingerprint.get("precision")
+    if was != now and not (was == NOT_FP16 and now != "fp16"):
         # transformers resumes an fp16 checkpoint by loading scaler.pt into a scaler a bf16 run
         # lacks (trainer.py:3619-3645, an AttributeError); a bf16 one has no scaler.pt for fp16.
         raise TrainingConfigError(
@@ -254,6 +265,12 @@ def train_or_resume(trainer: Any) -> Any:
         write_json_atomic(folder / FINGERPRINT_FILE, fingerprint)
     if args.world_size > 1 and args.device.type == "cpu":
         allow_indexed_cpu_locations()
+    if hasattr(trainer, "_buffered_inputs"):
+        # trl sets these in __init__ only and regenerates when _step % generate_every == 0: a
+        # rerun of the same trainer after a stop mid-step would train on the stopped step's old
+        # completions and straddle two generation batches from then on (Exercise 3).
+        trainer._step, trainer._buffered_inputs = 0, None
+        trainer._metrics["train"].clear()  # the stopped step's partial metrics
     if checkpoint is not None and checkpoint_step(checkpoint) >= args.max_steps:
         return load_finished_run(trainer, checkpoint)
     try:

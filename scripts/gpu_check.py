@@ -547,12 +547,19 @@ class PhaseSteps:
             raise CheckFailed(f"AdapterCheckpoint did not save the adapter of step {step}")
         if not any(HELDOUT_KEY in e for e in built.state.log_history):
             raise CheckFailed("HeldOutAccuracy did not score the held-out problems before step 1")
-        checkpoint = latest_checkpoint(self.run.checkpoints)
-        scaler = checkpoint is not None and (checkpoint / "scaler.pt").is_file()
-        if self.fp16 and self.gpu and not scaler:
-            raise CheckFailed("fp16 training saved no scaler.pt: no GradScaler ran")
+        scaler = self.check_scaler(built, latest_checkpoint(self.run.checkpoints))
         return {"trainer": type(built).__name__, "stopped_at_step": step, "scaler_pt": scaler,
                 "seconds": time.perf_counter() - start}
+
+    def check_scaler(self, built: Any, checkpoint: Path | None) -> bool:
+        """Whether `checkpoint` holds scaler.pt; on a GPU an fp16 run (a T4 under --precision
+        auto too: the run's own precision, not the flag) must have saved it."""
+        from helpers.resume import run_precision
+
+        scaler = checkpoint is not None and (checkpoint / "scaler.pt").is_file()
+        if self.gpu and run_precision(built.args) == "fp16" and not scaler:
+            raise CheckFailed("fp16 training saved no scaler.pt: no GradScaler ran")
+        return scaler
 
     def resume_grpo(self) -> dict[str, Any]:
         from helpers.logs import HELDOUT_KEY

@@ -222,6 +222,25 @@ def test_a_child_is_run_as_a_module_with_the_runs_settings(tmp_path: Path, monke
     assert kw["cwd"] == ROOT and kw["env"] == {"X": "1"}
 
 
+def test_an_fp16_run_must_save_its_scaler_under_precision_auto_too(tmp_path: Path):
+    """A real T4 runs `make gpu-check` with --precision auto and trains in fp16: the scaler.pt
+    requirement follows the run's own precision, not the flag."""
+    import types
+
+    args = argparse.Namespace(work=tmp_path, profile="t4", model=None, grpo_steps=2,
+                              precision="auto")
+    steps = g.PhaseSteps(args, gpu=True)
+    checkpoint = tmp_path / "checkpoint-1"
+    checkpoint.mkdir()
+    fp16 = types.SimpleNamespace(args=types.SimpleNamespace(fp16=True, bf16=False))
+    bf16 = types.SimpleNamespace(args=types.SimpleNamespace(fp16=False, bf16=True))
+    with pytest.raises(g.CheckFailed, match="no scaler.pt"):
+        steps.check_scaler(fp16, checkpoint)
+    assert steps.check_scaler(bf16, checkpoint) is False  # bf16 has no scaler to save
+    (checkpoint / "scaler.pt").write_bytes(b"")
+    assert steps.check_scaler(fp16, checkpoint) is True
+
+
 def test_a_child_that_dies_without_results_fails_its_first_step(tmp_path: Path):
     # On this CPU machine the child process refuses (no GPU) and writes no results file.
     args = argparse.Namespace(work=tmp_path, profile="t4", grpo_steps=1, model=None,

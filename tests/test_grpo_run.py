@@ -156,3 +156,34 @@ def test_held_out_scores_are_spread_over_the_run(max_steps: int, scored: list[in
     scorer = HeldOutAccuracy.__new__(HeldOutAccuracy)  # the schedule only: no model, no data
     scorer.every = heldout_every(max_steps)
     assert [s for s in range(1, max_steps + 1) if scorer.scores_at(s, max_steps)] == scored
+
+
+def test_the_trainer_builds_without_ipython(loaded, tmp_path: Path, monkeypatch):
+    """transformers.utils.notebook imports IPython, which a bare GPU install (locks/t4.txt without
+    Jupyter, an offline cluster node) lacks: build_trainer must not need it there."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers.utils.notebook", None)  # ImportError
+    trainer, run = engine_trainer(loaded, tmp_path)
+    assert trainer_callbacks(trainer) == course_callbacks(run, SMOKE, trainer.args)
+
+
+def test_every_trainer_a_notebook_trains_directly_aborts_vllms_leftovers_first():
+    """A stopped cell can leave requests in vLLM's engine (helpers.loading.abort_unfinished);
+    train_or_resume aborts them, so a cell that calls `<x>trainer.train()` itself (notebook 05's
+    Solution 2) must abort them before it, or trl's next rollout returns too few completions."""
+    import json
+    import re
+
+    from helpers.paths import ROOT
+
+    direct = re.compile(r"^(\s*)(\w*trainer)\.train\(", re.M)
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            source = "".join(cell["source"])
+            for match in direct.finditer(source) if cell["cell_type"] == "code" else ():
+                before = source[: match.start()]
+                found.append((path.name, match[2], "abort_unfinished(" in before))
+    assert ("05_grpo_training.ipynb", "kl_trainer", True) in found
+    assert [f for f in found if not f[2]] == []

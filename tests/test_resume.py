@@ -6,6 +6,7 @@ pinned to the trainer's own save order."""
 import unsloth  # noqa: F401  (before trl and transformers, as in the notebooks)
 
 # isort: split
+import json
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from helpers.resume import (
     latest_checkpoint,
     load_log_history,
     scaler_files,
+    train_or_resume,
 )
 
 SMOKE = PROFILES["smoke"]
@@ -383,3 +385,55 @@ def test_an_fp16_checkpoint_without_its_scaler_is_not_whole(tmp_path):
     assert latest_checkpoint(tmp_path, scaler_files(fp16)) is None
     torch.save({}, checkpoint / "scaler.pt")
     assert latest_checkpoint(tmp_path, scaler_files(fp16)) == checkpoint
+
+
+@pytest.mark.parametrize(("scaler", "now"), [(True, "bf16"), (False, "fp16")],
+                         ids=["old T4 run resumed in bf16", "old bf16 run resumed on a T4"])
+def test_a_fingerprint_older_than_precision_still_refuses_across_precisions(tmp_path, scaler,
+                                                                              now):
+    """A run folder whose fingerprint was written before it recorded `precision`: the checkpoints
+    themselves say fp16 (scaler.pt) or not, and a resume across that line is refused with nothing
+    deleted, instead of pruning them as saves that did not finish."""
+    from tests.test_faults import gpu_trainer, precision_run
+
+    folder = precision_run(tmp_path, "fp16" if scaler else "bf16")
+    saved = json.loads((folder / "run_fingerprint.json").read_text())
+    del saved["precision"]
+    (folder / "run_fingerprint.json").write_text(json.dumps(saved))
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    trainer = gpu_trainer(folder, now)
+    with pytest.raises(TrainingConfigError, match="nothing was deleted"):
+        train_or_resume(trainer)
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+    assert trainer.resumed == []
+
+
+def test_an_old_fingerprint_without_a_scaler_resumes_in_bf16_or_fp32(tmp_path):
+    from tests.test_faults import gpu_trainer, precision_run
+
+    folder = precision_run(tmp_path, "bf16")
+    saved = json.loads((folder / "run_fingerprint.json").read_text())
+    del saved["precision"]
+    (folder / "run_fingerprint.json").write_text(json.dumps(saved))
+    trainer = gpu_trainer(folder, "bf16")
+    assert train_or_resume(trainer) == "trained"
+    assert trainer.resumed == [str(folder / "checkpoint-4")]
+
+
+def test_a_rerun_of_the_same_trainer_starts_a_fresh_generation_batch(tmp_path):
+    """Exercise 3 reruns the same trainer object after a stop. trl 0.22.2 sets `_step` and
+    `_buffered_inputs` in __init__ only and regenerates when `_step % generate_every == 0`, so
+    after a stop mid-step the rerun would train on the stopped step's old completions; the
+    rerun must see what a fresh process sees."""
+    from collections import defaultdict
+
+    from tests.test_faults import gpu_trainer
+
+    trainer = gpu_trainer(tmp_path / "checkpoints", "fp32")
+    seen = []
+    trainer._step, trainer._buffered_inputs = 6, ["stale micro-batch"] * 4  # stopped mid-step
+    trainer._metrics = {"train": defaultdict(list, {"reward": [0.5]}), "eval": defaultdict(list)}
+    trainer.train = lambda resume_from_checkpoint=None: seen.append(
+        (trainer._step, trainer._buffered_inputs, dict(trainer._metrics["train"])))
+    train_or_resume(trainer)
+    assert seen == [(0, None, {})]
