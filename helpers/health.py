@@ -109,8 +109,9 @@ def trend(values: list[float], shuffles: int = TREND_SHUFFLES, seed: int = 0) ->
 
 
 def _describe(name: str, t: Trend) -> str:
+    p_value = t.p_fell if t.fell else t.p_value  # the p of the direction it moved
     return (f"{name} {t.first:.3f} -> {t.last:.3f} (first tenth vs last third), p = "
-            f"{t.p_value:.3f} against shuffled copies of the log")
+            f"{p_value:.3f} against shuffled copies of the log")
 
 
 @dataclass(frozen=True)

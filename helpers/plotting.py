@@ -209,12 +209,12 @@ COMPARED = (HELDOUT_KEY, "reward", "entropy")  # what tells a run that went wron
 def plot_runs(logs: dict[str, LogHistory]) -> Figure:
     """Runs side by side, a line each: held-out accuracy, the reward (the mean of the last
     ROLLING_STEPS steps) and the entropy."""
-    from matplotlib.figure import Figure
+    import matplotlib.pyplot as plt
 
     panels = {panel.keys[0]: panel for panel in PANELS if panel.keys}
-    fig = Figure(figsize=(4.2 * len(COMPARED), 2.9))
-    for index, key in enumerate(COMPARED, start=1):
-        ax, title = fig.add_subplot(1, len(COMPARED), index), panels[key].title
+    fig, axes = plt.subplots(1, len(COMPARED), figsize=(4.2 * len(COMPARED), 2.9))
+    for ax, key in zip(axes, COMPARED, strict=True):
+        title = panels[key].title
         for name, log in logs.items():
             steps, values = series(log, key)
             if key == "reward":

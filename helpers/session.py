@@ -41,7 +41,35 @@ def start(requested_profile: str | None = None, seed: int = SEED) -> tuple[Hardw
     print(f"Profile  : {profile.name}, {explain_choice(hw, requested_profile)}")
     print(f"           {profile.summary}")
     print(f"Precision: {describe_precision(hw)}")
+    print(f"Run      : {describe_run(seed)}")
     return hw, profile
+
+
+STACK = ("torch", "transformers", "trl", "peft")  # what the outputs depend on most
+
+
+def stack_versions() -> dict[str, str]:
+    """The installed version of each STACK package ("not installed" where missing)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return {package: installed(package) for package in STACK}
+
+
+def describe_run(seed: int) -> str:
+    """Today's date, the Python and the stack's versions, and the seed: where this notebook's
+    outputs come from (the web book repeats it under the page's title)."""
+    import platform
+    from datetime import UTC, datetime
+
+    stack = ", ".join(f"{name} {found}" for name, found in stack_versions().items())
+    return (f"{datetime.now(UTC):%Y-%m-%d}, Python {platform.python_version()}, {stack}; "
+            f"seed {seed}")
 
 
 def describe_precision(hw: Hardware) -> str:

@@ -2,8 +2,8 @@
 
 `make execute-notebooks` (scripts/run_course.py --in-place) records the run in each notebook it
 executes; the web book (scripts/build_site.py) shows it in one line under the page's title, and
-flags the page when the notebook's code or the pinned stack changed since. Standard library and
-nbformat only: the book's build installs no torch.
+flags the page when the notebook's code or the pinned stack changed since. Standard library,
+nbformat and torch-free helpers only: the book's build installs no torch.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ import os
 import platform
 import subprocess
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import nbformat
+
+from helpers.session import stack_versions  # no torch: the book's build can import it
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "course_run"  # the notebook metadata key that holds the record
 # The pinned stack: a changed pin can change any output.
 PINNED = ("requirements.txt", "locks/*.txt")
-PACKAGES = ("torch", "transformers", "trl", "peft")
 # The first code cell is the Colab bootstrap, which `make sync-notebooks` rewrites when the course
 # is published elsewhere: its outputs are not shown on the page, so it does not count.
 BOOTSTRAP_STARTS = ("#@title Course bootstrap", "# Course bootstrap")
@@ -49,13 +49,6 @@ def inputs_digest(nb: nbformat.NotebookNode, root: Path = ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
-def installed(package: str) -> str:
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "not installed"
-
-
 def machine() -> str:
     """'Tesla T4 GPU' or 'CPU only, 2 cores (x86_64)': what ran the kernels. Asked of
     nvidia-smi, not torch: a CUDA context here would hold GPU memory the notebooks need."""
@@ -79,7 +72,7 @@ def run_record(nb: nbformat.NotebookNode, profile: str, seconds: float,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": machine(),
         "python": platform.python_version(),
-        "packages": {name: installed(name) for name in PACKAGES},
+        "packages": stack_versions(),
         "profile": profile,
         "seed": SEED,
         "seconds": round(seconds, 1),

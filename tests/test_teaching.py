@@ -209,6 +209,29 @@ def test_the_precision_line_agrees_with_the_trainer_flags(machine, tmp_path):
     assert describe_precision(hw).startswith(f"trainer {precision} {flags}")
 
 
+def test_each_notebooks_first_output_names_the_run_its_page_records():
+    """session.start prints the run (date, Python, stack, seed) as a notebook's first output; the
+    web book's line under the title reads the same run from the notebook's metadata."""
+    import json
+    import re
+
+    from scripts import provenance
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        run = nb["metadata"].get(provenance.KEY)
+        assert run, f"{path.name}: no run recorded; run `make execute-notebooks`"
+        printed = [line for cell in nb["cells"] if cell["cell_type"] == "code"
+                   for out in cell.get("outputs", []) for line in "".join(out.get("text", ""))
+                   .splitlines() if line.startswith("Run      : ")]
+        assert printed, f"{path.name}: session.start's Run line is not in the stored outputs"
+        stack = ", ".join(f"{name} {run['packages'][name]}" for name in ("torch", "transformers",
+                                                                          "trl", "peft"))
+        expected = f"Run      : {run['date']}, Python {run['python']}, {stack}; seed {run['seed']}"
+        assert printed[0] == expected, path.name
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", run["date"])
+
+
 def test_09_states_in_words_what_the_benchmark_found():
     """Notebook 09's reading of the controls is the benchmark's verdict, computed, word for word."""
     import json
