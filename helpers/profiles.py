@@ -247,17 +247,12 @@ def describe_expected_time(profile: Profile, max_steps: int | None = None) -> st
     if minutes is None:
         why = profile.time_source or "it runs on CPU"
         return f"No T4 time for the {profile.name} profile: {why}."
-    from helpers.course import INSTALL_MINUTES
-    from helpers.loading import VLLM_FIRST_START_MINUTES  # helpers.loading imports this module
-
     low, high = t4_step_seconds(profile) or (0, 0)
     steps = max_steps or profile.max_steps
-    start = "-".join(f"{m:g}" for m in VLLM_FIRST_START_MINUTES)
-    before = f"{INSTALL_MINUTES['full']} to install" + (
-        f" and {start} min for vLLM's first start" if profile.fast_inference else "")
     return (
         f"Expected on a T4: {steps} steps x {low:g}-{high:g} s = {minutes[0]}-{minutes[1]} min of "
-        f"training, plus {before} ({profile.time_source})."
+        f"training ({profile.time_source}); the install and the model's load come on top (the "
+        "notebook's Time line counts them)."
     )
 
 

@@ -166,7 +166,7 @@ def figure_descriptions() -> dict[str, str]:
     (returns a Figure, or is named plot_*), and DRAWN_DURING's figures. Read from the source:
     nothing is imported."""
     found = {"training_curves": training_curves_alt()}
-    for path in sorted((ROOT / "helpers").glob("*.py")):
+    for path in sorted((ROOT / "helpers").rglob("*.py")):  # helpers/lab/ too
         for node in ast.parse(path.read_text()).body:
             if not isinstance(node, ast.FunctionDef) or not ast.get_docstring(node):
                 continue

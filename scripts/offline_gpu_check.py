@@ -431,8 +431,7 @@ class PhaseRun:
         if ran != STOP_AT or (problem := checkpoint_problem(checkpoint, scaler_files(built))):
             raise CheckFailed(f"stopped at step {ran}; checkpoint-1: {problem}")
         precision = run_precision(built.args)
-        saved = json.loads((self.runs.folder["a"].checkpoints / "run_fingerprint.json")
-                           .read_text())["precision"]
+        saved = json.loads(self.runs.folder["a"].fingerprint.read_text())["precision"]
         lora = {str(p.dtype) for n, p in built.model.named_parameters() if "lora_" in n}
         grad_norms = [e["grad_norm"] for e in built.state.log_history if "grad_norm" in e]
         scaler = (checkpoint / "scaler.pt").is_file()

@@ -125,7 +125,8 @@ def _train_script_overrides() -> set[str]:
     from helpers.profiles import PROFILES
     from scripts import train_grpo as tg
 
-    args = argparse.Namespace(max_steps=5, vllm_server_host="h", vllm_server_port=8000)
+    args = argparse.Namespace(max_steps=5, learning_rate=1e-4, vllm_server_host="h",
+                              vllm_server_port=8000)
     return set(tg.config_overrides(args, tg.plan_run(PROFILES["smoke"], 2, True)))  # every option
 
 
