@@ -14,6 +14,11 @@ Notebook 11 and README read their figures from it. Run it from the repository ro
     python -m bench.ablations --arms course learning_rate=3e-3 --seeds 2 --kernel default
     python -m bench.ablations --knob beta              # one knob and the course's arm
     python -m bench.ablations --one-cell               # time notebook 11's own arm, as a learner
+    python -m bench.ablations --pool 40                # the course's arm alone, on 40 seeds
+
+The pool (runs/bench/course_pool.json) is the course's arm on many seeds, each with its own LoRA
+start, data order and sampling: what an arm that changes nothing would give. bench/calibration.py
+splits it to measure how often the verdicts go wrong.
 """
 
 from __future__ import annotations
@@ -133,10 +138,14 @@ class Grid:
         os.replace(partial, self.path)  # a kill mid-write leaves the last whole file
 
 
+POOL_FILE = "course_pool.json"
+
+
 def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int = WORKERS,
-             steps: int | None = None) -> dict[str, Any]:
-    """Run the jobs not yet in the saved grid, two at a time, with progress and an ETA."""
-    grid = Grid(bench_dir() / "ablations.json", fresh)
+             steps: int | None = None, name: str = "ablations.json") -> dict[str, Any]:
+    """Run the jobs not yet in the saved grid (runs/bench/`name`), two at a time, with progress
+    and an ETA."""
+    grid = Grid(bench_dir() / name, fresh)
     todo = [job for job in jobs if not grid.done(job)]
     print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already saved; {len(todo)} to go "
           f"({workers} at a time)", flush=True)
@@ -232,12 +241,17 @@ def cli(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--fresh", action="store_true", help="forget the saved runs")
     parser.add_argument("--max-steps", type=int, help="a quick check (default: each arm's own)")
+    parser.add_argument("--pool", type=int, metavar="SEEDS",
+                        help=f"the course's arm alone on SEEDS seeds, in runs/bench/{POOL_FILE}")
     parser.add_argument("--one-cell", action="store_true",
                         help="time notebook 11's own arm at 4 seeds (runs/bench/lab_arm.json)")
     a = parser.parse_args(argv)
     if a.one_cell:
         one_cell()
         return None
+    if a.pool:
+        return run_grid(plan([COURSE], a.kernel, a.pool), a.fresh, a.workers, a.max_steps,
+                        POOL_FILE)
     try:
         if a.knob:
             names = [x.name for x in knob_arms(a.knob)]
