@@ -1,4 +1,5 @@
-"""Fill, or check, every `<!-- fig:KEY -->VALUE<!-- /fig -->` in README, docs/ and the notebooks.
+"""Fill, or check, every `<!-- fig:KEY -->VALUE<!-- /fig -->` in README, docs/ and the notebooks,
+and every table docs/ copies from the code (`<!-- table:NAME -->`, tools/doc_tables.py).
 
     python -m scripts.figures            # rewrite each VALUE from its source (make figures)
     python -m scripts.figures --check    # fail, naming the fix, on a wrong VALUE, key or source
@@ -15,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from tools.cited_numbers import SOURCES, check_text, compute, fill_text, keys_in
+from tools.doc_tables import fill_tables, table_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +47,8 @@ def check(root: Path) -> list[str]:
     paths = documents(root)
     figures = compute(root, used_prefixes(paths))
     return [f"{where}: {problem}" for path in paths for where, text in texts(path)
-            for problem in check_text(text, figures, root)]
+            for problem in check_text(text, figures, root)
+            + (table_problems(text) if path.suffix == ".md" else [])]
 
 
 def fill(root: Path) -> list[Path]:
@@ -56,7 +59,7 @@ def fill(root: Path) -> list[Path]:
     for path in paths:
         if path.suffix != ".ipynb":
             old = path.read_text()
-            if (new := fill_text(old, figures)) != old:
+            if (new := fill_tables(fill_text(old, figures))) != old:
                 path.write_text(new)
                 changed.append(path)
             continue

@@ -449,18 +449,6 @@ def test_a_good_arm_keeps_what_the_learner_wrote():
     assert mine.overrides == {"beta": 0.04}
 
 
-def test_docs_results_holds_the_grids_table():
-    """docs/results.md keeps a copy of the grid's table (a page cannot run code): it must be this
-    one, from runs/bench/ablations.json."""
-    from helpers.lab import grid_markdown, load_grid
-    from helpers.paths import ROOT
-
-    table = grid_markdown(load_grid()["summary"]["native"])
-    assert table in (ROOT / "docs" / "results.md").read_text(), (
-        "docs/results.md's grid table is out of date: paste grid_markdown(load_grid()['summary']"
-        "['native']) there")
-
-
 # ---- The course's settings key the stored grid and the reference cache ------------------------
 
 def test_a_grid_run_with_other_course_settings_is_stale_and_says_what_changed(monkeypatch):

@@ -270,3 +270,33 @@ def test_notebook_06s_quotes_read_the_lines_describe_sampled_prints():
         "nb06.sampled_moved": "rose", "nb06.maj_base": "20.0%", "nb06.maj_trained": "30.0%",
         "nb06.pass_base": "60.0%", "nb06.pass_trained": "65.0%", "nb06.pass_gain": "+5.0",
         "nb06.sharpening": "+4.0", "nb06.sharpening_reading": "the two gains cannot be told apart"}
+
+
+# ---- Tables docs/ copies from the code (tools/doc_tables.py) ----------------------------------
+
+def test_each_table_the_code_prints_has_one_current_copy_in_the_docs():
+    from tools.doc_tables import MARKER, TABLES, table_problems
+
+    found = {}
+    for path in script.documents(ROOT):
+        if path.suffix == ".md":
+            text = path.read_text()
+            assert table_problems(text) == [], path.name
+            for m in MARKER.finditer(text):
+                found.setdefault(m["name"], []).append(path.name)
+    assert {name: len(where) for name, where in found.items()} == {name: 1 for name in TABLES}
+
+
+def test_a_stale_unknown_or_badly_marked_table_is_named_and_make_figures_mends_it(monkeypatch):
+    from tools import doc_tables
+
+    monkeypatch.setattr(doc_tables, "TABLES", {"t": lambda: "| a |\n|---|\n| 2 |"})
+    stale = "Before.\n\n<!-- table:t -->\n\n| a |\n|---|\n| 1 |\n\n<!-- /table -->\n\nAfter.\n"
+    assert doc_tables.table_problems(stale) == ["table:t is out of date: run `make figures`."]
+    mended = doc_tables.fill_tables(stale)
+    assert mended == stale.replace("| 1 |", "| 2 |") and doc_tables.table_problems(mended) == []
+    unknown = stale.replace("table:t", "table:u")
+    assert "no known table" in doc_tables.table_problems(unknown)[0]
+    assert doc_tables.fill_tables(unknown) == unknown
+    cramped = "<!-- table:t -->\n| a |\n|---|\n| 2 |\n<!-- /table -->"
+    assert "blank line" in doc_tables.table_problems(cramped)[0]

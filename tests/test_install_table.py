@@ -9,13 +9,6 @@ from tools.install_table import install_table
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_docs_colab_holds_the_install_table_the_course_gives():
-    """A page cannot run code, so docs/colab.md keeps a copy: it must be this one."""
-    docs = (ROOT / "docs" / "colab.md").read_text()
-    assert install_table() in docs, (
-        "docs/colab.md's install table is out of date: paste `python -m tools.install_table` there")
-
-
 def test_each_notebook_is_in_its_installs_row_and_asks_colab_for_what_the_row_says():
     rows = {line.split(" | ")[0].removeprefix("| "): line
             for line in install_table().splitlines()[2:]}

@@ -82,13 +82,6 @@ def test_the_table_prints_every_notebook_once_and_its_total_row_adds_up():
     assert sum(lows[:-1]) == lows[-1] and sum(highs[:-1]) == highs[-1]
 
 
-def test_docs_colab_holds_the_table_notebook_00_prints():
-    """docs/colab.md keeps a copy of the table (a page cannot run code): it must be this one."""
-    docs = (ROOT / "docs" / "colab.md").read_text()
-    assert journey_markdown(found=Measured()) in docs, (
-        "docs/colab.md's journey table is out of date: paste `python -m helpers.journey` there")
-
-
 def test_each_notebooks_header_says_its_own_journey_row():
     """The `**Time:**` line of every header is `time_line` of its journey row (make sync-notebooks
     writes it): a light notebook says "any runtime", a full one "on a T4" and its vLLM start."""
