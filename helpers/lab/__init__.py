@@ -5,10 +5,11 @@ smoke model once with it and scores it (with `lab=True`: on the lab's census of 
 `problems`, with held-out accuracy along the run and each problem's result); `runs` runs an arm
 over seeds. bench/ablations.py runs the grid; `verdicts.summarize` judges each arm against its
 reference in four words, with Holm and Benjamini-Hochberg over the grid; `design` measures what
-the grid can tell apart; `groups` is the dead-group calculator; `tables` and `plots` show it.
-`learner.arm_from` and `reference.try_arm` let a learner bring a reward or a setting and get a
-verdict against the course's arm, stored (if it was run with the present course settings and
-this machine reproduces it) or run here.
+the grid can tell apart; `calibration` measures how often the verdicts go wrong on the course's
+arm alone (A/A splits of a pool of seeds); `groups` is the dead-group calculator; `tables` and
+`plots` show it. `learner.arm_from` and `reference.try_arm` let a learner bring a reward or a
+setting and get a verdict against the course's arm, stored (if it was run with the present
+course settings and this machine reproduces it) or run here.
 """
 
 from helpers.lab.arms import (

@@ -1,0 +1,105 @@
+"""How often the lab's verdicts go wrong, measured: the A/A calibration of notebook 11's verdicts.
+
+The pool is the course's arm alone on POOL_SEEDS seeds (bench/ablations.py --pool: each run with
+its own LoRA start, data order and sampling), made here first if it is missing or short; it
+resumes. Then the pool's runs are split at random (helpers.lab.calibration): a 4-seed pseudo-arm
+against the other runs (a verdict against the pool), against 8 others (today's grid), and
+pseudo-grids of eight pseudo-arms judged with Holm. Every "helps" or "hurts" there is false, and
+so is every "equivalent" once the pseudo-arm is moved by the margin. Writes
+runs/bench/lab_calibration.json. Run it from the repository root:
+
+    python -m bench.calibration
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+from bench._results import bench_dir, write_result
+from bench.ablations import POOL_FILE, plan, run_grid
+from helpers.lab import COURSE, stale_note
+from helpers.lab.calibration import (
+    GRID_REFERENCE_SEEDS,
+    aa_rates,
+    bootstrap_intervals,
+    family_rates,
+)
+from helpers.stats import minimum_detectable_effect, welch_df
+
+POOL_SEEDS = 40
+SPLITS = 1000  # per design; the pool's C(40, 4) = 91,390 splits leave room
+BOOTSTRAP = 100  # resamples of the pool's runs for the rate's interval
+
+
+def pool_gains() -> tuple[list[float], dict[str, Any]]:
+    """The pool's gains in seed order, after making any runs it lacks."""
+    run_grid(plan([COURSE], "native", POOL_SEEDS), name=POOL_FILE)
+    pool = json.loads((bench_dir() / POOL_FILE).read_text())
+    note = stale_note(pool)
+    if note:
+        raise SystemExit(note.replace("bench.ablations --fresh", "bench.ablations --pool "
+                                      f"{POOL_SEEDS} --fresh"))
+    rows = sorted((r for r in pool["rows"] if r["arm"] == COURSE), key=lambda r: r["seed"])
+    return [r["gain"] for r in rows], pool
+
+
+def pool_figures(gains: list[float]) -> dict[str, Any]:
+    """The pool's spread, and the smallest effect a 4-seed arm shows 80% of the time against it
+    and against 8 seeds: what the ±5-point margin has to be read against."""
+    sd = statistics.stdev(gains)
+
+    def mde(reference: int) -> float:
+        return minimum_detectable_effect(sd * (1 / 4 + 1 / reference) ** 0.5,
+                                         welch_df(sd, 4, reference))
+
+    return {"seeds": len(gains), "mean": statistics.fmean(gains), "sd": sd,
+            "low": min(gains), "high": max(gains),
+            "mde_against_pool": mde(len(gains) - 4), "mde_against_8": mde(GRID_REFERENCE_SEEDS)}
+
+
+def main() -> dict[str, Any]:
+    gains, pool = pool_gains()
+    result = {"pool": pool_figures(gains), "splits": SPLITS, "bootstrap": BOOTSTRAP,
+              "against_pool": aa_rates(gains, SPLITS),
+              "against_8": aa_rates(gains, SPLITS, reference_seeds=GRID_REFERENCE_SEEDS),
+              "family": family_rates(gains, SPLITS), "settings": pool["settings"]}
+    for key, reference in (("against_pool", None), ("against_8", GRID_REFERENCE_SEEDS)):
+        found = bootstrap_intervals(gains, BOOTSTRAP, SPLITS // 5, reference_seeds=reference)
+        result[key] |= {f"{rate}_pool_interval": span for rate, span in found.items()}
+    print(report(result))
+    write_result("lab_calibration", result)
+    return result
+
+
+def report(result: dict[str, Any]) -> str:
+    """The calibration in a few lines, in points and percent."""
+    p = result["pool"]
+    lines = [f"pool: the course's arm on {p['seeds']} seeds, gain {100 * p['mean']:.1f} points "
+             f"(sd {100 * p['sd']:.1f}, {100 * p['low']:.1f} to {100 * p['high']:.1f}); a 4-seed "
+             f"arm shows {100 * p['mde_against_pool']:.1f} points against the pool, "
+             f"{100 * p['mde_against_8']:.1f} against 8 seeds (80% of the time)"]
+    for key, what in (("against_pool", "4 seeds against the pool's others"),
+                      ("against_8", "4 seeds against 8 others")):
+        r = result[key]
+        lines.append(
+            f"{what}, {r['splits']} splits: false helps/hurts {100 * r['false_difference']:.1f}% "
+            f"(runs resampled: {_span(r['false_difference_pool_interval'])}), equivalent "
+            f"{100 * r['equivalent']:.1f}%; at a true ±5 points, false equivalent "
+            f"{100 * r['false_equivalent']:.1f}% ({_span(r['false_equivalent_pool_interval'])})")
+    f = result["family"]
+    lines.append(f"pseudo-grids of {f['arms']} arms against 8 seeds, {f['grids']} of them: any "
+                 f"false helps/hurts {100 * f['raw']['any_false']:.1f}% raw, "
+                 f"{100 * f['holm']['any_false']:.1f}% after Holm")
+    return "\n".join(lines)
+
+
+def _span(interval: list[float] | tuple[float, float]) -> str:
+    return f"{100 * interval[0]:.1f} to {100 * interval[1]:.1f}%"
+
+
+cli = main
+
+if __name__ == "__main__":
+    main()
