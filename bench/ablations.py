@@ -40,6 +40,7 @@ from bench._results import bench_dir, dumps, machine
 from helpers.lab import (
     ARMS,
     COURSE,
+    POOL_FILE,
     UnknownArmError,
     arm,
     course_settings,
@@ -136,9 +137,6 @@ class Grid:
         partial = self.path.with_suffix(".json.partial")
         partial.write_text(dumps(data))
         os.replace(partial, self.path)  # a kill mid-write leaves the last whole file
-
-
-POOL_FILE = "course_pool.json"
 
 
 def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int = WORKERS,
@@ -242,7 +240,7 @@ def cli(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--fresh", action="store_true", help="forget the saved runs")
     parser.add_argument("--max-steps", type=int, help="a quick check (default: each arm's own)")
     parser.add_argument("--pool", type=int, metavar="SEEDS",
-                        help=f"the course's arm alone on SEEDS seeds, in runs/bench/{POOL_FILE}")
+                        help=f"the course's arm alone on SEEDS seeds, in {POOL_FILE}")
     parser.add_argument("--one-cell", action="store_true",
                         help="time notebook 11's own arm at 4 seeds (runs/bench/lab_arm.json)")
     a = parser.parse_args(argv)
@@ -251,7 +249,7 @@ def cli(argv: list[str] | None = None) -> dict[str, Any] | None:
         return None
     if a.pool:
         return run_grid(plan([COURSE], a.kernel, a.pool), a.fresh, a.workers, a.max_steps,
-                        POOL_FILE)
+                        Path(POOL_FILE).name)
     try:
         if a.knob:
             names = [x.name for x in knob_arms(a.knob)]

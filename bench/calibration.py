@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import statistics
+from pathlib import Path
 from typing import Any
 
 from bench._results import bench_dir, write_result
-from bench.ablations import POOL_FILE, plan, run_grid
-from helpers.lab import COURSE, stale_note
+from bench.ablations import plan, run_grid
+from helpers.lab import COURSE, POOL_FILE, stale_note
 from helpers.lab.calibration import (
     GRID_REFERENCE_SEEDS,
     aa_rates,
@@ -35,8 +36,9 @@ BOOTSTRAP = 100  # resamples of the pool's runs for the rate's interval
 
 def pool_gains() -> tuple[list[float], dict[str, Any]]:
     """The pool's gains in seed order, after making any runs it lacks."""
-    run_grid(plan([COURSE], "native", POOL_SEEDS), name=POOL_FILE)
-    pool = json.loads((bench_dir() / POOL_FILE).read_text())
+    name = Path(POOL_FILE).name
+    run_grid(plan([COURSE], "native", POOL_SEEDS), name=name)
+    pool = json.loads((bench_dir() / name).read_text())
     note = stale_note(pool)
     if note:
         raise SystemExit(note.replace("bench.ablations --fresh", "bench.ablations --pool "

@@ -32,7 +32,14 @@ def test_a_reward_written_in_a_cell_gets_a_verdict(tmp_path, monkeypatch, capsys
     assert len(result["reference"]) == 2 and result["reference"][0]["arm"] == "course"
     assert all(len(r["correct"]) == 40 and r["curve"][-1][0] == 2 for r in result["rows"])
     assert "[2/2] off_by_one, seed" in out and "all done in" in out
-    assert out.strip().splitlines()[-1].startswith("off_by_one: ")
+    verdict_line, paired_line = out.strip().splitlines()[-2:]
+    assert verdict_line.startswith("off_by_one: ")
+    # Both sides ran seeds 3407 and 3408: the difference paired by seed is printed beside it.
+    paired = result["paired"]
+    assert paired["seeds"] == [3407, 3408] and paired_line.startswith("Paired by seed (2 seeds")
+    by_seed = [a["gain"] - b["gain"] for a, b in zip(result["rows"], result["reference"],
+                                                      strict=True)]
+    assert paired["difference"] == pytest.approx(sum(by_seed) / 2)
     # The reference runs are kept: the next arm on this machine does not run them again.
     again, _, _ = local_reference([], 2, unstored=2, problems=40)
     assert "The course's arm, here" not in capsys.readouterr().out

@@ -36,9 +36,11 @@ from helpers.lab.plots import plot_ablation, plot_curves, plot_dead_groups
 from helpers.lab.problems import coverage, fact_of, lab_problems
 from helpers.lab.reference import (
     GRID_FILE,
+    POOL_FILE,
     StaleGridError,
     course_settings,
     load_grid,
+    load_reference_runs,
     local_reference,
     reference_cache,
     settings_key,
@@ -58,13 +60,14 @@ from helpers.lab.tables import (
 from helpers.lab.verdicts import area_under_curve, family, reference_check, summarize
 
 __all__ = [
-    "ARMS", "COURSE", "CURVE_EVERY", "GRID_FILE", "KNOBS", "NO_OPS", "NOT_CONFIG", "PROBES",
-    "SIGNALS", "Arm", "ArmError", "StaleGridError", "UnknownArmError", "area_under_curve", "arm",
-    "arm_from", "arm_overrides", "audit_table", "course_settings", "course_value", "coverage",
-    "curve_table", "dead_group_fit", "dead_group_share", "design", "design_lines", "fact_of",
-    "family", "fit_spread", "grid_markdown", "grid_table", "knob_arms", "lab_problems", "lab_row",
-    "load_grid", "local_reference", "plot_ablation", "plot_curves", "plot_dead_groups",
-    "probe_rewards", "random_reward", "reference_cache", "reference_check", "reward_audit",
-    "reward_setup", "run_seeds", "settings_key", "signal_table", "signals", "stale_note",
-    "stored_reference", "summarize", "t4_cost", "train_and_score", "try_arm",
+    "ARMS", "COURSE", "CURVE_EVERY", "GRID_FILE", "KNOBS", "NO_OPS", "NOT_CONFIG", "POOL_FILE",
+    "PROBES", "SIGNALS", "Arm", "ArmError", "StaleGridError", "UnknownArmError",
+    "area_under_curve", "arm", "arm_from", "arm_overrides", "audit_table", "course_settings",
+    "course_value", "coverage", "curve_table", "dead_group_fit", "dead_group_share", "design",
+    "design_lines", "fact_of", "family", "fit_spread", "grid_markdown", "grid_table",
+    "knob_arms", "lab_problems", "lab_row", "load_grid", "load_reference_runs",
+    "local_reference", "plot_ablation", "plot_curves", "plot_dead_groups", "probe_rewards",
+    "random_reward", "reference_cache", "reference_check", "reward_audit", "reward_setup",
+    "run_seeds", "settings_key", "signal_table", "signals", "stale_note", "stored_reference",
+    "summarize", "t4_cost", "train_and_score", "try_arm",
 ]

@@ -24,9 +24,16 @@ from helpers.paths import ROOT, cache_root
 from helpers.profiles import PROFILES, SEED
 from helpers.rewards import REWARDS
 from helpers.smoke_model import read_manifest
-from helpers.stats import EQUIVALENCE_MARGIN, SEQUENTIAL_LOOKS, sequential_step, verdict
+from helpers.stats import (
+    EQUIVALENCE_MARGIN,
+    SEQUENTIAL_LOOKS,
+    paired_difference,
+    sequential_step,
+    verdict,
+)
 
 GRID_FILE = "runs/bench/ablations.json"
+POOL_FILE = "runs/bench/course_pool.json"  # the course's arm alone on many seeds
 # How a lab run draws its randomness: part of what a stored run was made under.
 LAB_SEEDING = "the run's seed: LoRA init, data order, sampling"
 # GRPOConfig fields that say where and how a run is kept, not what it learns.
@@ -90,6 +97,16 @@ def load_grid(root: Path | None = None) -> dict[str, Any]:
         raise FileNotFoundError(f"No {GRID_FILE}: run `python -m bench.ablations` (a few hours "
                                 "on two cores; it resumes if stopped).")
     return json.loads(path.read_text())
+
+
+def load_reference_runs(root: Path | None = None) -> dict[str, Any]:
+    """The stored course runs a verdict compares with: the pool (bench/ablations.py --pool) when
+    there is one, else the grid's; {"rows": []} when neither exists."""
+    for name in (POOL_FILE, GRID_FILE):
+        path = (root or ROOT) / name
+        if path.exists():
+            return json.loads(path.read_text())
+    return {"rows": []}
 
 
 def stored_reference(grid: dict[str, Any] | None = None, steps: int | None = None,
@@ -167,14 +184,13 @@ def try_arm(chosen: Arm, seeds: int = 4, steps: int | None = None, workers: int 
     Runs `seeds` seeds (with `sequential`: 4, then 8, then 16 while the verdict is still
     "inconclusive", each look at a stricter level so that a false "helps" or "hurts" stays at 5%
     over the three looks: helpers.stats.sequential_step). The reference is the stored course arm
-    if this machine reproduces it (`local_reference`), else the course's arm run here; so it
-    is for other `steps` or fewer `problems` (a quick look: only the first so many scored).
+    (the pool of seeds if there is one, else the grid's: `load_reference_runs`) if this machine
+    reproduces it (`local_reference`), else the course's arm run here; so it is for other `steps`
+    or fewer `problems` (a quick look: only the first so many scored). Beside the verdict, the
+    difference paired by seed against the reference's runs on the same seeds, when it has them.
     """
     steps = steps or chosen.steps or PROFILES["smoke"].max_steps
-    try:
-        grid = grid or load_grid()
-    except FileNotFoundError:
-        grid = {"rows": []}
+    grid = grid or load_reference_runs()
     stored = []
     if not problems and grid["rows"]:
         try:
@@ -200,8 +216,28 @@ def try_arm(chosen: Arm, seeds: int = 4, steps: int | None = None, workers: int 
         rows += run_seeds(chosen, range(SEED + len(rows), SEED + more), steps, workers,
                           typical, problems)
     print(verdict_line(chosen.name, found, len(rows), len(ref_gains)), flush=True)
+    paired = paired_against(rows, reference)
+    if paired:
+        print(paired_line(paired), flush=True)
     return {"arm": chosen.name, "rows": rows, "reference": reference, "verdict": found,
-            "note": note}
+            "paired": paired, "note": note}
+
+
+def paired_against(rows: Sequence[dict[str, Any]],
+                   reference: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The arm against the reference's runs on the same seeds (stats.paired_difference), or None
+    when fewer than two seeds are shared."""
+    arm = {r["seed"]: r["gain"] for r in rows}
+    ref = {r["seed"]: r["gain"] for r in reference}
+    return paired_difference(arm, ref) if len(arm.keys() & ref.keys()) >= 2 else None
+
+
+def paired_line(paired: dict[str, Any]) -> str:
+    """One sentence: the difference paired by seed, with its interval."""
+    return (f"Paired by seed ({len(paired['seeds'])} seeds both ran): "
+            f"{_points(paired['difference'])} points, 95% interval {_points(paired['low'])} to "
+            f"{_points(paired['high'])}; a seed moves both runs alike, so this interval is "
+            "narrower when the arm changes little.")
 
 
 def verdict_line(name: str, found: dict[str, Any], seeds: int, reference: int) -> str:
