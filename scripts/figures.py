@@ -14,9 +14,8 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.paths import ROOT
 from tools.cited_numbers import SOURCES, check_text, compute, fill_text, keys_in
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def documents(root: Path) -> list[Path]:

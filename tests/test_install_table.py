@@ -1,12 +1,10 @@
 """docs/colab.md's install table: derived from helpers.course.NOTEBOOKS and the locks."""
 
 import json
-from pathlib import Path
 
 from helpers.course import NOTEBOOKS, lock_pins
+from helpers.paths import ROOT
 from tools.install_table import install_table
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_docs_colab_holds_the_install_table_the_course_gives():
