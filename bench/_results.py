@@ -7,7 +7,8 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 SIGNIFICANT_DIGITS = 6  # beyond this a rerun's float noise would make every line a diff
 
 

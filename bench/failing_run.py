@@ -19,11 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench._results import write_result
+from helpers.paths import ROOT
 from helpers.profiles import PROFILES
 from helpers.resume import load_log_history
 from helpers.run_folder import RunFolder
 
-ROOT = Path(__file__).resolve().parent.parent
 TOO_HIGH = 10  # times the course's learning rate
 
 

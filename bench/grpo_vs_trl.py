@@ -14,11 +14,9 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 from bench._results import write_result
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
 
 STEPS = 8  # the first step (warm-up) is not timed
 NUM_GENERATIONS, BATCH, COMPLETION_LEN, LR = 4, 16, 32, 1e-5

@@ -9,9 +9,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
+from helpers.paths import ROOT
+
+BENCH = ROOT / "bench"
 
 
 def main() -> int:
@@ -22,7 +23,7 @@ def main() -> int:
         print(f"=== bench/{name}.py", flush=True)
         start = time.perf_counter()
         # One process each: peak-memory figures must not include another benchmark's.
-        if subprocess.run([sys.executable, "-m", f"bench.{name}"], cwd=BENCH.parent).returncode:
+        if subprocess.run([sys.executable, "-m", f"bench.{name}"], cwd=ROOT).returncode:
             failed.append(name)
         print(f"=== {name}: {time.perf_counter() - start:.0f} s\n", flush=True)
     if failed:

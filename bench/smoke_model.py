@@ -24,12 +24,10 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from bench._results import write_result
+from helpers.paths import ROOT
 from tools.smoke_runs import KERNEL_PATHS, run_on_kernel_path
-
-ROOT = Path(__file__).resolve().parent.parent
 
 REBUILD_CHILD = """
 import json, resource, sys, time

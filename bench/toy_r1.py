@@ -26,9 +26,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
-from pathlib import Path
 
 from bench._results import write_result
+from helpers.paths import ROOT
 from helpers.toy_r1 import (
     ToyRecipe,
     cold_start_table,
@@ -37,8 +37,6 @@ from helpers.toy_r1 import (
     rft_table,
 )
 from tools.smoke_runs import KERNEL_PATHS
-
-ROOT = Path(__file__).resolve().parent.parent
 
 MEANS = ["acc_before", "acc_after_grpo", "acc_after_sft_control", "acc_after_rft",
          "acc_after_random_reward", "acc_after_rft_first_version"]

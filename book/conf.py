@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sphinx.application import Sphinx
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # by path from Sphinx: helpers may not be importable
 
 
 def _course_module():

@@ -262,7 +262,8 @@ class CompletionSampler(TrainerCallback):
     def __init__(self, trainer: Any, run: RunFolder | Path, every: int = 10,
                  per_step: int = 4) -> None:
         self.trainer = trainer
-        self.path = as_run(run).samples
+        self.run = as_run(run)
+        self.path = self.run.samples
         self.every = max(1, every)
         self.per_step = per_step
         self.rows: list[dict[str, Any]] = (

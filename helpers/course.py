@@ -107,7 +107,7 @@ def needs_gpu(name: str) -> bool:
     return notebook_install(name) == "full"
 
 
-LOCKS = Path(__file__).resolve().parent.parent / "locks"
+LOCKS = Path(__file__).resolve().parent.parent / "locks"  # loaded alone by path: no helpers.paths
 LOCK_FILES: dict[Install, str] = {"full": "t4.txt", "light": "light.txt"}  # ampere.txt = t4.txt
 
 

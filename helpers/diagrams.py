@@ -18,7 +18,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 FIGURES_DIR = ROOT / "docs" / "figures"
 DPI = 110
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,12 +54,32 @@ class Instrument:
     patch_trainer: Callable[[Any], None] | None = None
 
 
+@dataclass(frozen=True)
+class CourseCallback:
+    """One of notebook 05's callbacks: the settings it is built with, which also describe it.
+
+    `build_trainer` makes it with `make(tokenizer, trainer, **settings)` (`trainer` is None but
+    for an `after_trainer` one), and `check_trainer` compares `str(...)` with a trainer's own, so
+    what is described is what is built.
+    """
+
+    kind: type
+    settings: dict[str, Any]
+    make: Callable[..., Any]
+    after_trainer: bool = False  # it reads the trainer, so it is built after it and comes last
+
+    def __str__(self) -> str:
+        return _described(self.kind.__name__, self.settings)
+
+    def build(self, tokenizer: Any, trainer: Any = None) -> Any:
+        return self.make(tokenizer, trainer, **self.settings)
+
+
 def course_callbacks(
     run: RunFolder | Path, profile: Profile, config: GRPOConfig, *, writer: bool = True,
     heldout: bool = True, adapter: bool = True, samples: bool = True,
-) -> list[str]:
-    """Notebook 05's callbacks, in its order, each as `Name(setting=value, ...)`: what
-    `build_trainer` builds (tests/test_grpo_run.py holds the two equal) and `check_trainer`
+) -> list[CourseCallback]:
+    """Notebook 05's callbacks, in its order: what `build_trainer` builds and `check_trainer`
     expects of a trainer written on the page, compared without building anything.
 
     `writer` is False on every process but the first (one writer for the figure and the log);
@@ -68,18 +89,39 @@ def course_callbacks(
     """
     run, steps = as_run(run), config.max_steps
     wanted = [
-        (writer and heldout, "HeldOutAccuracy",
-         {"every": heldout_every(steps), "problems": profile.heldout_during_training}),
-        (writer, "LivePlot", {"every": plot_every(steps), "run": run.root}),
-        (adapter, "AdapterCheckpoint", {"run": run.root}),
-        (writer, "StepTimer", {"every_seconds": f"{STEP_TIMER_SECONDS:g}"}),
-        (samples, "CompletionSampler", {"every": sample_every(steps), "path": run.samples}),
+        (writer and heldout, CourseCallback(
+            HeldOutAccuracy, {"every": heldout_every(steps),
+                              "problems": profile.heldout_during_training},
+            partial(_held_out, profile=profile, run=run))),
+        (writer, CourseCallback(LivePlot, {"every": plot_every(steps), "run": run},
+                                lambda _, __, **settings: LivePlot(**settings))),
+        (adapter, CourseCallback(AdapterCheckpoint, {"run": run},
+                                 lambda tokenizer, _, run: AdapterCheckpoint(run, tokenizer))),
+        (writer, CourseCallback(StepTimer, {"every_seconds": STEP_TIMER_SECONDS},
+                                lambda _, __, **settings: StepTimer(**settings))),
+        (samples, CourseCallback(CompletionSampler, {"every": sample_every(steps), "run": run},
+                                 lambda _, trainer, **settings: CompletionSampler(trainer,
+                                                                                  **settings),
+                                 after_trainer=True)),
     ]
-    return [_described(name, settings) for keep, name, settings in wanted if keep]
+    return [callback for keep, callback in wanted if keep]
+
+
+def _held_out(tokenizer: Any, _: Any, *, every: int, problems: int, profile: Profile,
+              run: RunFolder) -> HeldOutAccuracy:
+    """Held-out accuracy on the first `problems` of GSM8K's test split, unseen in training."""
+    from helpers.data import load_gsm8k
+    from helpers.evaluation import decoding_settings
+
+    rows = load_gsm8k("test", profile, limit=problems)
+    return HeldOutAccuracy(tokenizer, list(rows), decoding_settings(profile), run, every=every)
 
 
 def _described(name: str, settings: dict[str, Any]) -> str:
-    return f"{name}({', '.join(f'{key}={value}' for key, value in settings.items())})"
+    """`Name(key=value, ...)`; a float as `:g` writes it (60.0 and 60 read the same)."""
+    shown = (f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+             for key, value in settings.items())
+    return f"{name}({', '.join(shown)})"
 
 
 def build_trainer(
@@ -89,32 +131,22 @@ def build_trainer(
     reward_funcs: Sequence[Any] | None = None,
 ) -> GRPOTrainer:
     """trl's GRPOTrainer for the course's run: its data, rewards and weights, and notebook 05's
-    callbacks (`course_callbacks` says which, and what the flags do).
+    callbacks, built from `course_callbacks` (which says what the flags do).
 
     `reward_funcs` replaces the course's rewards (notebook 11's reward arms; the config's
     reward_weights must match them)."""
     from trl import GRPOTrainer
 
-    from helpers.data import grpo_train_dataset, load_gsm8k
-    from helpers.evaluation import decoding_settings
+    from helpers.data import grpo_train_dataset
     from helpers.rewards import REWARD_FUNCS
 
-    run, steps = as_run(run), config.max_steps
     instrument = instrument or Instrument()
     rewards = list(REWARD_FUNCS if reward_funcs is None else reward_funcs)
     if instrument.wrap_first_reward is not None:
         rewards[0] = instrument.wrap_first_reward(rewards[0])
-    callbacks: list[Any] = []
-    if writer and heldout:
-        rows = load_gsm8k("test", profile, limit=profile.heldout_during_training)  # unseen
-        callbacks.append(HeldOutAccuracy(tokenizer, list(rows), decoding_settings(profile), run,
-                                         every=heldout_every(steps)))
-    if writer:
-        callbacks.append(LivePlot(run, every=plot_every(steps)))
-    if adapter:
-        callbacks.append(AdapterCheckpoint(run, tokenizer))
-    if writer:
-        callbacks.append(StepTimer(every_seconds=STEP_TIMER_SECONDS))
+    ours = course_callbacks(run, profile, config, writer=writer, heldout=heldout,
+                            adapter=adapter, samples=samples)
+    callbacks = [c.build(tokenizer) for c in ours if not c.after_trainer]
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
@@ -126,8 +158,8 @@ def build_trainer(
     )
     if (progress := notebook_progress_callback()) is not None:
         trainer.remove_callback(progress)  # a table of the loss alone
-    if samples:  # it reads the trainer's newest generation batch, so it comes last
-        trainer.add_callback(CompletionSampler(trainer, run, every=sample_every(steps)))
+    for late in (c for c in ours if c.after_trainer):  # CompletionSampler: the newest batch
+        trainer.add_callback(late.build(tokenizer, trainer))
     if instrument.patch_trainer is not None:
         instrument.patch_trainer(trainer)
     return trainer
@@ -149,13 +181,13 @@ def describe_callback(callback: Any) -> str | None:
     if isinstance(callback, HeldOutAccuracy):
         return _described(name, {"every": callback.every, "problems": len(callback.golds)})
     if isinstance(callback, LivePlot):
-        return _described(name, {"every": callback.every, "run": callback.run.root})
+        return _described(name, {"every": callback.every, "run": callback.run})
     if isinstance(callback, AdapterCheckpoint):
-        return _described(name, {"run": callback.run.root})
+        return _described(name, {"run": callback.run})
     if isinstance(callback, StepTimer):
-        return _described(name, {"every_seconds": f"{callback.every_seconds:g}"})
+        return _described(name, {"every_seconds": float(callback.every_seconds)})
     if isinstance(callback, CompletionSampler):
-        return _described(name, {"every": callback.every, "path": callback.path})
+        return _described(name, {"every": callback.every, "run": callback.run})
     return None
 
 
@@ -174,7 +206,7 @@ def check_trainer(trainer: Any, run: RunFolder | Path, profile: Profile) -> str:
     """
     from helpers.rewards import REWARD_FUNCS
 
-    expected = course_callbacks(run, profile, trainer.args)
+    expected = [str(callback) for callback in course_callbacks(run, profile, trainer.args)]
     if trainer_callbacks(trainer) != expected:  # trl itself holds reward_weights to the rewards
         raise TrainingConfigError(
             f"This trainer is not the run helpers.grpo_run.build_trainer assembles for the "

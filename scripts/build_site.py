@@ -28,10 +28,10 @@ import nbformat
 
 # Both use the standard library only: the book needs no torch (the Pages build installs none).
 from helpers import course
+from helpers.paths import ROOT
 from helpers.profiles import PROFILES
 from scripts import provenance
 
-ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 DEFAULT_OUT = ROOT / "_site"
 

@@ -40,9 +40,8 @@ import subprocess
 from datetime import date
 from pathlib import Path
 
+from helpers.paths import ROOT
 from scripts.lock_stack import COLAB_RECORD, KEPT_ON_COLAB, normalize
-
-ROOT = Path(__file__).resolve().parent.parent
 
 KERNEL_PACKAGES = ("ipykernel", "ipython", "jupyter_client", "pyzmq", "tornado", "traitlets")
 # Import names whose distribution is named otherwise, for what google.colab imports.

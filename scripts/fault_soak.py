@@ -32,11 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from helpers.grpo_config import checkpoint_every
+from helpers.paths import ROOT
 from helpers.resume import checkpoint_step, latest_checkpoint
 from helpers.run_folder import ADAPTER_STEP_FILE, RunFolder, has_adapter, usable_adapter
 from helpers.storage import adapter_problem, file_problem
-
-ROOT = Path(__file__).resolve().parent.parent
 
 MAX_STEPS = 8  # the smoke profile then saves every 2 steps (checkpoint_every)
 SAVE_STEPS = checkpoint_every(MAX_STEPS)

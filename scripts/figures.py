@@ -15,10 +15,9 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.paths import ROOT
 from tools.cited_numbers import SOURCES, check_text, compute, fill_text, keys_in
 from tools.doc_tables import fill_tables, table_problems
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def documents(root: Path) -> list[Path]:

@@ -24,7 +24,7 @@ publisher runs this on a Colab T4. It runs five fresh processes, as a learner's 
 
 `--phase NAME` runs one of them as its own command (train first: it clears the scratch folder;
 each later one needs the phases before it to have passed in the same --work folder), so no
-command runs much longer than its phase's budget (PHASE_BUDGET_S, printed by --dry-run).
+command runs much longer than its phase's budget (Phase.budget_s, printed by --dry-run).
 
 A data-centre GPU trains in bf16 (helpers.hardware's Hardware.precision): no GradScaler, no
 scaler.pt. `--precision fp16` loads the model in float16 and trains with fp16=True, as a T4
@@ -70,31 +70,6 @@ REFUSAL = (
     "(or any NVIDIA GPU, with --precision fp16 for the T4's path) after "
     "`python3 -m scripts.install_stack venv`."
 )
-# The steps of each process, in order, and the steps a process needs to have passed before it.
-PHASES: dict[str, tuple[str, ...]] = {
-    "train": ("load_4bit_vllm", "lora", "grpo_until_checkpoint", "generate_base"),
-    "resume": ("reload_base", "relora", "resume_grpo", "save_adapter", "generate_adapter",
-               "evaluate_cache"),
-    "reload": ("reload_adapter", "generate_reloaded"),
-    "merge": ("load_16bit_merge", "merge_16bit"),
-    "plain": ("plain_transformers",),
-}
-PHASE_NEEDS: dict[str, tuple[str, ...]] = {
-    "train": (), "resume": ("grpo_until_checkpoint",), "reload": ("save_adapter",),
-    "merge": ("save_adapter",), "plain": ("merge_16bit",),
-}
-# Each phase's time, cold, on a data-centre GPU with 16 CPU cores and a fast network: estimated
-# from what each process runs, not yet measured (a run reports every phase against it). A vLLM
-# start is torch inductor's compile (1-1.5 min cold, cached for later processes), FlashInfer's
-# JIT build (1-3 min cold: a T4 only, see above) and the CUDA-graph capture (0.5-1 min, every
-# start); each process imports unsloth and loads its compiled trainer (0.5-1 min, cached).
-PHASE_BUDGET_S: dict[str, int] = {
-    "train": 210,  # imports 0.75 + cold vLLM start 2.25 + one step, two held-out scores, a save
-    "resume": 120,  # imports 0.5 + warm vLLM start 1 + one step and score, save, evaluation x2
-    "reload": 90,  # imports 0.5 + warm vLLM start 1 + one generate
-    "merge": 105,  # imports 0.5 + 4-bit load + the 16-bit base's download (3 GB) and the merge
-    "plain": 30,  # transformers alone: load the merged model, answer two questions
-}
 PRECISIONS = ("auto", "fp16")  # auto: the GPU's own (bf16 on compute capability 8.0+, else fp16)
 NO_FLASHINFER = "UNSLOTH_VLLM_NO_FLASHINFER"  # unsloth_zoo vllm_utils.py:4664
 QUESTIONS = (  # GSM8K-style: the answers only need to be non-empty, not right
@@ -106,6 +81,40 @@ QUESTIONS = (  # GSM8K-style: the answers only need to be non-empty, not right
 MAX_NEW_TOKENS = 64
 SLOT_START = re.compile(r"<!-- T4 RESULTS:.*?-->\n", re.S)
 SLOT_END = "<!-- /T4 RESULTS -->"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One fresh process: its steps in order (PhaseSteps' method of the same name builds them),
+    its budget in seconds, and the steps it needs to have passed in an earlier process."""
+
+    name: str
+    steps: tuple[str, ...]
+    budget_s: int
+    needs: tuple[str, ...] = ()
+
+
+# The phases in order. Each budget is the phase's time, cold, on a data-centre GPU with 16 CPU
+# cores and a fast network: estimated from what each process runs, not yet measured (a run
+# reports every phase against it). A vLLM start is torch inductor's compile (1-1.5 min cold,
+# cached for later processes), FlashInfer's JIT build (1-3 min cold: a T4 only, see above) and
+# the CUDA-graph capture (0.5-1 min, every start); each process imports unsloth and loads its
+# compiled trainer (0.5-1 min, cached).
+PHASES: dict[str, Phase] = {phase.name: phase for phase in (
+    # imports 0.75 + cold vLLM start 2.25 + one step, two held-out scores, a save
+    Phase("train", ("load_4bit_vllm", "lora", "grpo_until_checkpoint", "generate_base"),
+          budget_s=210),
+    # imports 0.5 + warm vLLM start 1 + one step and score, save, evaluation x2
+    Phase("resume", ("reload_base", "relora", "resume_grpo", "save_adapter", "generate_adapter",
+                     "evaluate_cache"), budget_s=120, needs=("grpo_until_checkpoint",)),
+    # imports 0.5 + warm vLLM start 1 + one generate
+    Phase("reload", ("reload_adapter", "generate_reloaded"), budget_s=90,
+          needs=("save_adapter",)),
+    # imports 0.5 + 4-bit load + the 16-bit base's download (3 GB) and the merge
+    Phase("merge", ("load_16bit_merge", "merge_16bit"), budget_s=105, needs=("save_adapter",)),
+    # transformers alone: load the merged model, answer two questions
+    Phase("plain", ("plain_transformers",), budget_s=30, needs=("merge_16bit",)),
+)}
 
 
 class CheckFailed(RuntimeError):
@@ -357,13 +366,14 @@ def render_plan(args: argparse.Namespace) -> str:
                        f"elsewhere off ({NO_FLASHINFER}=1; --flashinfer keeps it, 1-3 min more "
                        "cold)")
     rows = ["| phase | its own command | steps | budget (cold) |", "|---|---|---|---|"]
-    for phase, steps in PHASES.items():
-        rows.append(f"| {phase} | `{phase_command(phase, args)}` | {', '.join(steps)} | "
-                    f"{minutes(PHASE_BUDGET_S[phase])} |")
-    total = sum(PHASE_BUDGET_S.values())
+    for phase in PHASES.values():
+        rows.append(f"| {phase.name} | `{phase_command(phase.name, args)}` | "
+                    f"{', '.join(phase.steps)} | {minutes(phase.budget_s)} |")
+    total = sum(phase.budget_s for phase in PHASES.values())
     every = phase_command("train", args).replace(" --phase train", "")
-    rows.append(f"| all | `{every}` | {sum(map(len, PHASES.values()))} steps in {len(PHASES)} "
-                f"processes | {minutes(total)} |")
+    steps = sum(len(phase.steps) for phase in PHASES.values())
+    rows.append(f"| all | `{every}` | {steps} steps in {len(PHASES)} processes | "
+                f"{minutes(total)} |")
     return "\n".join([
         f"gpu-check plan: profile {profile.name} ({profile.model_name}), {args.grpo_steps} GRPO "
         f"steps, synthetic problems.",
@@ -429,9 +439,8 @@ class PhaseSteps:
         self.tokenizer: Any = None
 
     def steps(self, phase: str) -> list[Step]:
-        """The steps of `phase`, in order."""
-        return {"train": self.train, "resume": self.resume, "reload": self.reload,
-                "merge": self.merge, "plain": self.plain}[phase]()
+        """The steps of `phase`, in order: the method named after it."""
+        return getattr(self, PHASES[phase].name)()
 
     # -- the phases --
 
@@ -725,7 +734,7 @@ def run_child(phase: str, args: argparse.Namespace) -> list[StepResult]:
         why = f"the {phase} process ran past --phase-timeout {args.phase_timeout} s"
     if out.exists():
         return [StepResult(**r) for r in json.loads(out.read_text())]
-    first, *rest = PHASES[phase]
+    first, *rest = PHASES[phase].steps
     return [StepResult(first, "fail", time.perf_counter() - start, None, why),
             *skipped(rest, f"{phase} process failed")]
 
@@ -744,9 +753,9 @@ def run_all(args: argparse.Namespace,
     results = saved_results(work, [p for p in before if p in seconds])
     for phase in phases:
         passed = {r.name for r in results if r.status == "pass"}
-        missing = [n for n in PHASE_NEEDS[phase] if n not in passed]
+        missing = [n for n in PHASES[phase].needs if n not in passed]
         if missing:
-            results += skipped(PHASES[phase], f"needs {', '.join(missing)}")
+            results += skipped(PHASES[phase].steps, f"needs {', '.join(missing)}")
             continue
         start = clock()
         results += child(phase, args)
@@ -759,7 +768,7 @@ def run_all(args: argparse.Namespace,
 
 def budget_line(phase: str, seconds: float) -> str:
     """'phase train: 3.1 min of its 3.5 min budget' (OVER BUDGET when it is)."""
-    budget = PHASE_BUDGET_S[phase]
+    budget = PHASES[phase].budget_s
     over = " OVER BUDGET" if seconds > budget else ""
     return f"phase {phase}: {minutes(seconds)} of its {minutes(budget)} budget{over}"
 
@@ -847,11 +856,11 @@ def main(argv: Sequence[str] | None = None, has_cuda: Callable[[], bool] = cuda_
     report = build_report(results, gpu, settings, versions(), datetime.now(UTC),
                           sum(seconds.values()))
     report["phase_seconds"] = seconds
-    report["phase_budget_seconds"] = {p: PHASE_BUDGET_S[p] for p in seconds}
+    report["phase_budget_seconds"] = {p: PHASES[p].budget_s for p in seconds}
     path = write_report(report, args.out or report_path(gpu["name"]))
     print(render_table(results))
     ran = [p for p in PHASES if p in seconds]
-    budget = sum(PHASE_BUDGET_S[p] for p in ran)
+    budget = sum(PHASES[p].budget_s for p in ran)
     verdict = "PASSED" if report["passed"] else "FAILED"
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     print(f"\ngpu-check {verdict} on {gpu['name']} (phases run: {', '.join(ran) or 'none'}) in "

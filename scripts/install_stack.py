@@ -41,9 +41,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from helpers.hardware import Hardware  # needs no torch: this runs before anything is installed
+from helpers.paths import ROOT
 from scripts.lock_stack import KEPT_ON_COLAB, LIGHT, PYTHONS, Lock, gpu_class, read_lock
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # On Linux the "+cpu" build tag makes a CUDA wheel impossible: PyPI has none, so pip either finds
 # this CPU wheel (a local wheel folder, as in CI) or fails fast, and we retry on PyTorch's CPU

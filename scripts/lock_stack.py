@@ -42,8 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from helpers.hardware import A100_40GB, TESLA_T4, Hardware, vllm_requirement
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
 
 if TYPE_CHECKING:  # packaging is imported where used: a bare python3 may lack it
     from packaging.requirements import Requirement

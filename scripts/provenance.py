@@ -17,9 +17,9 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.paths import ROOT
 from helpers.session import stack_versions  # no torch: the book's build can import it
 
-ROOT = Path(__file__).resolve().parent.parent
 KEY = "course_run"  # the notebook metadata key that holds the record
 # The pinned stack: a changed pin can change any output.
 PINNED = ("requirements.txt", "locks/*.txt")

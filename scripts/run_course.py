@@ -22,10 +22,10 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
+from helpers.paths import ROOT
 from scripts import provenance
 from scripts.sync_notebooks import synced
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
 CPU_CELL_TIMEOUT = 1800  # s: on CPU (smoke profile) the slowest cell takes about a minute

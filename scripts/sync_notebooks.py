@@ -33,8 +33,8 @@ from helpers.course import (
     unpublished_target_line,
 )
 from helpers.journey import time_line
+from helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # The cell's text, with {names} that bootstrap_cell fills (braces the cell needs are doubled).
 BOOTSTRAP_TEMPLATE = NOTEBOOKS / "bootstrap_cell.txt"

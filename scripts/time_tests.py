@@ -28,7 +28,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 RECORD = ROOT / "runs" / "bench" / "make_test.json"
 DURATIONS = Path("runs") / "bench" / "test_durations.json"
 GAUGE = [".venv/bin/python", "-m", "pytest", "tests/test_paths.py", "-n", "2", "-q",

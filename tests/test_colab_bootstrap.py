@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import ROOT
 from scripts import colab_bootstrap, install_stack
 from scripts.sync_notebooks import bootstrap_cell
-
-ROOT = Path(__file__).resolve().parent.parent
 
 GPU_NOTEBOOK, LIGHT_NOTEBOOK = "05_grpo_training.ipynb", "02_gsm8k_formatting.ipynb"
 

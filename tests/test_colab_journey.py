@@ -12,14 +12,14 @@ finishes; 07 exports the finished run; 07 on an empty Drive stops with the same 
 
 import json
 import os
-from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 NOTEBOOKS = ROOT / "notebooks"
 MAX_STEPS = 2  # the smoke profile checkpoints every step at this length
 

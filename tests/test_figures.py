@@ -10,11 +10,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from helpers.paths import ROOT
 from scripts import figures as script
 from scripts import run_course
 from tools import cited_numbers as fg
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_results_module():

@@ -84,7 +84,7 @@ def fake_child(failing: str | None = None):
     def child(phase: str, args: argparse.Namespace) -> list[g.StepResult]:
         calls.append(phase)
         return [g.StepResult(n, "fail" if n == failing else "pass", 1.0, 2.0)
-                for n in g.PHASES[phase]]
+                for n in g.PHASES[phase].steps]
 
     return child, calls
 
@@ -98,7 +98,7 @@ def test_all_phases_run_in_order_when_everything_passes(tmp_path: Path, capsys):
     child, calls = fake_child()
     results, seconds = g.run_all(argparse.Namespace(work=tmp_path), child, clock=fake_clock())
     assert calls == ["train", "resume", "reload", "merge", "plain"]
-    assert [r.name for r in results] == [n for names in g.PHASES.values() for n in names]
+    assert [r.name for r in results] == [n for p in g.PHASES.values() for n in p.steps]
     assert seconds == dict.fromkeys(g.PHASES, 60.0)
     said = capsys.readouterr().out.splitlines()
     assert said[0] == "phase train: 1.0 min of its 3.5 min budget"
@@ -140,12 +140,12 @@ def test_each_phase_runs_as_its_own_command_on_what_the_earlier_ones_left(tmp_pa
     for phase in g.PHASES:
         results, seconds = g.run_all(args, child, phases=[phase], clock=fake_clock(30.0))
     assert calls == list(g.PHASES)
-    assert [r.name for r in results] == [n for names in g.PHASES.values() for n in names]
+    assert [r.name for r in results] == [n for p in g.PHASES.values() for n in p.steps]
     assert seconds == dict.fromkeys(g.PHASES, 30.0)
     child, calls = saving_child(tmp_path)
     results, seconds = g.run_all(args, child, phases=["resume"], clock=fake_clock(30.0))
     assert calls == ["resume"] and list(seconds) == ["train", "resume"]  # later ones dropped
-    assert [r.name for r in results] == [*g.PHASES["train"], *g.PHASES["resume"]]
+    assert [r.name for r in results] == [*g.PHASES["train"].steps, *g.PHASES["resume"].steps]
 
 
 def test_a_phase_alone_whose_earlier_phase_never_ran_is_skipped(tmp_path: Path):
@@ -161,12 +161,12 @@ def test_the_dry_run_lists_the_fp16_path_and_a_budget_per_phase(capsys):
     out = capsys.readouterr().out
     assert "dtype=torch.float16" in out and "GRPOConfig(fp16=True, bf16=False)" in out
     assert "scaler.pt" in out and "UNSLOTH_VLLM_NO_FLASHINFER=1" in out
-    for phase, steps in g.PHASES.items():
-        row = next(line for line in out.splitlines() if line.startswith(f"| {phase} |"))
-        assert f"`python -m scripts.gpu_check --phase {phase} --precision fp16`" in row
-        assert ", ".join(steps) in row
-        assert row.endswith(f"| {g.PHASE_BUDGET_S[phase] / 60:.1f} min |")
-    total = sum(g.PHASE_BUDGET_S.values())
+    for phase in g.PHASES.values():
+        row = next(line for line in out.splitlines() if line.startswith(f"| {phase.name} |"))
+        assert f"`python -m scripts.gpu_check --phase {phase.name} --precision fp16`" in row
+        assert ", ".join(phase.steps) in row
+        assert row.endswith(f"| {phase.budget_s / 60:.1f} min |")
+    total = sum(phase.budget_s for phase in g.PHASES.values())
     assert total <= 600  # within 10 minutes, cold, on a data-centre GPU
     assert f"| {total / 60:.1f} min |" in out.splitlines()[-3]
     g.main(["--dry-run"], has_cuda=lambda: False)
@@ -263,9 +263,16 @@ def test_each_process_runs_the_steps_the_plan_names(phase: str, tmp_path: Path):
     args = argparse.Namespace(work=tmp_path, profile="t4", model=None, grpo_steps=2,
                               precision="fp16")
     steps = g.PhaseSteps(args).steps(phase)  # binds methods only: nothing GPU-side is imported
-    assert tuple(s.name for s in steps) == g.PHASES[phase]
+    assert tuple(s.name for s in steps) == g.PHASES[phase].steps
     inside = {n for s in steps for n in s.needs}
-    assert inside <= set(g.PHASES[phase]), "a step may only need steps of its own process"
+    assert inside <= set(g.PHASES[phase].steps), "a step may only need steps of its own process"
+
+
+def test_a_phase_needs_only_steps_of_the_phases_before_it():
+    earlier: set[str] = set()
+    for phase in g.PHASES.values():
+        assert set(phase.needs) <= earlier, f"{phase.name} needs a step no earlier phase runs"
+        earlier |= set(phase.steps)
 
 
 def test_the_checked_profile_is_the_t4_one_with_offline_data():
@@ -422,6 +429,6 @@ def test_notebook_05s_run_stops_after_its_first_checkpoint_and_resumes_on_a_cpu(
 
 def test_docs_ci_states_the_budgets_the_script_uses():
     text = " ".join((ROOT / "docs" / "ci.md").read_text().split())
-    first, *rest = [f"{phase} {seconds / 60:.1f}" for phase, seconds in g.PHASE_BUDGET_S.items()]
-    total = sum(g.PHASE_BUDGET_S.values()) / 60
+    first, *rest = [f"{p.name} {p.budget_s / 60:.1f}" for p in g.PHASES.values()]
+    total = sum(p.budget_s for p in g.PHASES.values()) / 60
     assert f"{first} min, {', '.join(rest)}, **{total:.1f} min** in all" in text

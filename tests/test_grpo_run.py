@@ -6,7 +6,9 @@ from __future__ import annotations
 import unsloth  # noqa: F401  (first: it patches trl)
 from unsloth import FastLanguageModel
 
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +19,7 @@ from helpers.grpo_run import (
     build_trainer,
     check_trainer,
     course_callbacks,
+    describe_callback,
     trainer_callbacks,
 )
 from helpers.hardware import detect_hardware
@@ -40,6 +43,21 @@ def engine_trainer(loaded, folder: Path, **kwargs):
     return build_trainer(model, tokenizer, config, SMOKE, run, **kwargs), run
 
 
+def expected(run: RunFolder, config, **flags) -> list[str]:
+    """The course's callbacks for this run, as check_trainer expects them."""
+    return [str(c) for c in course_callbacks(run, SMOKE, config, **flags)]
+
+
+def test_each_callback_is_built_from_the_settings_that_describe_it(tmp_path: Path):
+    """No model: with every setting changed, what is built still reads as its description."""
+    config = SimpleNamespace(max_steps=30)
+    for callback in course_callbacks(tmp_path / "a", SMOKE, config, heldout=False):
+        moved = replace(callback, settings={
+            key: tmp_path / "b" if key == "run" else value * 2
+            for key, value in callback.settings.items()})
+        assert describe_callback(moved.build(None, trainer=object())) == str(moved)
+
+
 def test_the_engine_builds_notebook_05s_callbacks_in_its_order(loaded, tmp_path: Path):
     trainer, run = engine_trainer(loaded, tmp_path)
     assert [text.split("(")[0] for text in trainer_callbacks(trainer)] == [
@@ -48,7 +66,7 @@ def test_the_engine_builds_notebook_05s_callbacks_in_its_order(loaded, tmp_path:
                     if isinstance(c, HeldOutAccuracy))
     assert held_out.every == 2 and len(held_out.golds) == SMOKE.heldout_during_training
     assert held_out.adapter_dir == run.heldout_adapter
-    assert trainer_callbacks(trainer) == course_callbacks(run, SMOKE, trainer.args)
+    assert trainer_callbacks(trainer) == expected(run, trainer.args)
     check_trainer(trainer, run, SMOKE)  # the engine's own trainer passes its check
 
 
@@ -77,7 +95,7 @@ def test_the_flags_pick_the_same_callbacks_to_build_and_to_expect(loaded, tmp_pa
     trainer, run = engine_trainer(loaded, tmp_path, **flags)
     built = trainer_callbacks(trainer)
     assert [text.split("(")[0] for text in built] == names
-    assert built == course_callbacks(run, SMOKE, trainer.args, **flags)
+    assert built == expected(run, trainer.args, **flags)
 
 
 def test_the_courses_own_trainer_is_named_as_the_course(loaded, tmp_path: Path):
@@ -165,7 +183,7 @@ def test_the_trainer_builds_without_ipython(loaded, tmp_path: Path, monkeypatch)
 
     monkeypatch.setitem(sys.modules, "transformers.utils.notebook", None)  # ImportError
     trainer, run = engine_trainer(loaded, tmp_path)
-    assert trainer_callbacks(trainer) == course_callbacks(run, SMOKE, trainer.args)
+    assert trainer_callbacks(trainer) == expected(run, trainer.args)
 
 
 def test_every_trainer_a_notebook_trains_directly_aborts_vllms_leftovers_first():

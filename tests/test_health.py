@@ -6,15 +6,14 @@ steps), with `HeldOutAccuracy`'s greedy scores on 200 held-out problems every 15
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from helpers.health import health_check, heldout_evidence
 from helpers.logs import HELDOUT_KEY, HELDOUT_N_KEY
+from helpers.paths import ROOT
 from tools.output_quotes import stored_text
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "smoke_heldout_log_history.json"
 
 

@@ -12,7 +12,8 @@ import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 HELPERS, TOOLS, NOTEBOOKS = ROOT / "helpers", ROOT / "tools", ROOT / "notebooks"
 
 

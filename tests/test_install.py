@@ -12,11 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.hardware import A100_40GB, TESLA_T4
+from helpers.paths import ROOT
 from helpers.stack import check_pins, pin_report, read_pins
 from scripts import install_stack
 from scripts.lock_stack import LIGHT, PYTHONS, Lock, gpu_class, read_colab_record, read_lock
-
-ROOT = Path(__file__).resolve().parent.parent
 
 FRAGILE = ["unsloth", "unsloth_zoo", "transformers", "trl", "peft", "datasets", "bitsandbytes",
            "accelerate", "matplotlib", "math-verify"]

@@ -1,12 +1,10 @@
 """docs/colab.md's install table: derived from helpers.course.NOTEBOOKS and the locks."""
 
 import json
-from pathlib import Path
 
 from helpers.course import NOTEBOOKS, lock_pins
+from helpers.paths import ROOT
 from tools.install_table import install_table
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_each_notebook_is_in_its_installs_row_and_asks_colab_for_what_the_row_says():

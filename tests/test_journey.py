@@ -2,7 +2,6 @@
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,8 @@ from helpers.journey import (
     total,
 )
 from helpers.loading import VLLM_FIRST_START_MINUTES
+from helpers.paths import ROOT
 from helpers.profiles import PROFILES, expected_t4_minutes
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_each_leg_adds_up_and_the_totals_are_the_sum_of_the_legs():

@@ -11,9 +11,9 @@ import pytest
 
 from helpers import course
 from helpers.course import COLAB_GPU, notebook_install, notebook_key
+from helpers.paths import ROOT
 from scripts.sync_notebooks import BOOTSTRAP_TITLE, colab_line, with_forms
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 ABSOLUTE_ARTEFACT_PATH = re.compile(r"/[\w./-]+/(\.cache|runs|models)/")

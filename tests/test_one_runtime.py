@@ -24,8 +24,7 @@ from helpers.one_runtime import (
     run_06_07_here,
     with_parameters,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
 
 
 def test_a_kernel_that_still_holds_the_gpu_is_refused_in_one_sentence():

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import ROOT
 from helpers.profiles import PROFILES
 from helpers.session import solution_runs
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAX_WORDS = 300  # a markdown cell longer than this is split, or its digression moves to docs/
 # The reading budget of notebooks 00-10 (11, the lab, has its own): all their markdown, the main
 # path (everything before Solutions and Sources), and the longest cell a learner must read on it.

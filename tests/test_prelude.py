@@ -7,14 +7,12 @@ import logging
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
 from helpers import prelude
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
 
 
 class Collect(logging.Handler):

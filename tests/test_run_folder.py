@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import ROOT
 from helpers.run_folder import RunFolder, as_run, training_run_dir
 
-ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("helpers", "tools", "scripts", "bench", "notebooks")
 LAYOUT = ("checkpoints", "adapter", "heldout-adapter", "log_history.json", "completions.json",
           "figures", "training.png", "eval", "answers", "results.json", "problems.csv",

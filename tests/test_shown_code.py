@@ -17,9 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from helpers.paths import ROOT
 from helpers.show import source
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 

@@ -32,9 +32,8 @@ from helpers.course import (
     needs_gpu,
     unpublished_target_line,
 )
+from helpers.paths import ROOT
 from scripts import build_site, provenance
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # Sphinx's own deprecation notices about the theme's code, not ours.
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")

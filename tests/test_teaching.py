@@ -7,12 +7,12 @@ source can be named and linked, notebook 03 showing the code of every training r
 
 import ast
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TAIL = ["Summary", "Exercises", "Solutions", "Sources"]
 HEADING = re.compile(r"^## (.+?)\s*$", re.M)

@@ -2,10 +2,10 @@
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
+from helpers.paths import ROOT
 from tools import test_groups
 from tools.test_groups import (
     DURATIONS,
@@ -21,8 +21,6 @@ from tools.test_groups import (
     store_durations,
     timing_key,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass

