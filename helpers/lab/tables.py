@@ -20,13 +20,15 @@ def _p(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-GRID_COLUMNS = ("arm", "seeds", "mean", "range", "difference [95%]", "p", "verdict", "Holm", "BH")
+# The verdict is Holm's (the grid tests many arms at once); raw and BH are shown beside it.
+GRID_COLUMNS = ("arm", "seeds", "mean", "range", "difference [95%]", "p", "verdict (Holm)", "raw",
+                "BH")
 
 
 def grid_rows(summary: dict[str, Any]) -> list[list[str]]:
     """Knob by knob: each arm's mean gain, its range over seeds, the difference from its
-    reference with Welch's 95% interval and p-value, and the verdict raw, after Holm and after
-    Benjamini-Hochberg over the grid's family of tests; one list of GRID_COLUMNS' cells per arm,
+    reference with Welch's 95% interval and p-value, and the verdict after Holm over the grid's
+    family of tests, then raw and after Benjamini-Hochberg; one list of GRID_COLUMNS' cells per arm,
     the reference first (a retired no-op's stored row left out)."""
     course = summary[COURSE]
     rows = [[COURSE, str(course["seeds"]), _points(course["mean"]),
@@ -46,7 +48,7 @@ def grid_rows(summary: dict[str, Any]) -> list[list[str]]:
             rows.append([*cells, "(too few seeds for a verdict)", "", "", "", ""])
             continue
         against = f"{_points(said['difference'])} [{_points(said['low'])}, {_points(said['high'])}]"
-        rows.append([*cells, against, _p(said["p"]), said["verdict"], said.get("holm", ""),
+        rows.append([*cells, against, _p(said["p"]), said.get("holm", ""), said["verdict"],
                      said.get("bh", "")])
     return rows
 
@@ -92,25 +94,27 @@ def design_lines(summary: dict[str, Any], found: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-SIGNAL_LABELS = {"zero_std": "dead (trl)", "zero_std_correctness": "dead (correct)",
-                 "correctness": "pass rate", "length": "length", "truncated": "truncated",
+SIGNAL_LABELS = {"zero_std": "dead (trl)", "zero_std_correctness": "dead (corr)",
+                 "correctness": "pass rate", "length": "tokens", "truncated": "truncated",
                  "clipped": "clipped", "kl": "KL", "extra_generations": "extra gens"}
 
 
-def signal_table(summary: dict[str, Any], knob: str) -> str:
-    """The training signals of a knob's arms (means over steps and seeds), beside their gains."""
-    names = [a.name for a in knob_arms(knob) if a.name in summary]
+def signal_table(summary: dict[str, Any], knob: str | None = None) -> str:
+    """The training signals of a knob's arms (means over steps and seeds) beside their gains;
+    with no knob, every arm's in one table, knob by knob."""
+    arms = knob_arms(knob) if knob else [a for k in KNOBS for a in knob_arms(k)]
+    names = list(dict.fromkeys(a.name for a in arms if a.name in summary))
     keys = [k for k in SIGNAL_LABELS if any(k in summary[n]["signals"] for n in names)]
-    lines = [f"{'arm':<41}{'gain':>6}" + "".join(f"{SIGNAL_LABELS[k]:>15}" for k in keys)]
+    lines = [f"{'arm':<41}{'gain':>6}" + "".join(f"{SIGNAL_LABELS[k]:>12}" for k in keys)]
     for name in names:
         found = summary[name]["signals"]
         cells = []
         for k in keys:
             value = found.get(k)
             text = "-" if value is None else (
-                f"{value:.1f} tokens" if k == "length" else f"{value:.5f}" if k == "kl" else
+                f"{value:.1f}" if k == "length" else f"{value:.5f}" if k == "kl" else
                 f"{value:.2f}" if k == "extra_generations" else f"{value:.1%}")
-            cells.append(f"{text:>15}")
+            cells.append(f"{text:>12}")
         lines.append(f"{name:<41}{_points(summary[name]['mean']):>6}" + "".join(cells))
     return "\n".join(lines)
 

@@ -32,9 +32,11 @@ def area_under_curve(curve: Sequence[Sequence[float]], base: float) -> float:
 def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> dict[str, Any]:
     """Per arm, over its seeds on one kernel path: the gains, their mean and range, the area
     under the held-out curve, each signal's mean, and the verdict against its reference
-    (helpers.stats.verdict), raw and adjusted over the grid's family of tests (Holm: the chance
-    of any false verdict at most 5%; Benjamini-Hochberg: at most 5% of the verdicts called
-    false). Rows of a retired no-op arm (NO_OPS: a test now, no longer an arm) are left out."""
+    (helpers.stats.verdict), raw and adjusted over the grid's family of tests, the difference
+    and the equivalence p-values each on their own (Holm: the chance of any false helps or
+    hurts at most 5%, and of any false equivalent; Benjamini-Hochberg: at most 5% of the
+    verdicts called false, on average). Rows of a retired no-op arm (NO_OPS: a test now, no
+    longer an arm) are left out."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["seed"]):  # gains in seed order, however run
         if row.get("kernel_path", "native") == kernel_path and row["arm"] not in NO_OPS:
