@@ -17,6 +17,7 @@ MAX_WORDS = 300  # a markdown cell longer than this is split, or its digression 
 # path (everything before Solutions and Sources), and the longest cell a learner must read on it.
 BUDGET_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem[:2] <= "10"]
 BUDGET_ALL, BUDGET_MAIN, BUDGET_MAIN_CELL = 24_000, 20_000, 220
+BUDGET_LAB = 3_000  # notebook 11, every markdown cell
 
 
 def cells(path: Path) -> list[dict]:
@@ -54,6 +55,14 @@ def test_notebooks_00_to_10_keep_their_reading_budget():
     assert every <= BUDGET_ALL, f"notebooks 00-10: {every} markdown words > {BUDGET_ALL}: {fix}"
     assert main <= BUDGET_MAIN, f"their main path: {main} words > {BUDGET_MAIN}: {fix}"
     assert not long, f"main-path cells over {BUDGET_MAIN_CELL} words: {long}"
+
+
+def test_the_lab_keeps_its_reading_budget():
+    """Notebook 11 teaches the lab; its method lives in docs/lab.md."""
+    path = next(p for p in NOTEBOOKS if p.stem.startswith("11_"))
+    every = sum(words(c) for c in cells(path) if c["cell_type"] == "markdown")
+    assert every <= BUDGET_LAB, (f"notebook 11: {every} markdown words > {BUDGET_LAB}: cut, or "
+                                 "move the method to docs/lab.md and link it")
 
 
 def test_the_training_cell_comes_in_the_first_third_of_its_notebook():
