@@ -49,10 +49,9 @@ from helpers.lab import (
     stale_note,
     summarize,
 )
+from helpers.paths import ROOT
 from helpers.profiles import PROFILES, SEED
 from tools.smoke_runs import KERNEL_PATHS, another_kernel_path, run_on_kernel_path
-
-ROOT = Path(__file__).resolve().parent.parent
 
 SEEDS = 4  # per arm; the course's arm, every knob's reference, gets twice as many
 COURSE_SEEDS = 8
@@ -181,7 +180,7 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
 
 
 ONE_CELL = "# Your arm"  # how notebook 11's cell that writes a learner's arm begins
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "11_ablation_lab.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "11_ablation_lab.ipynb"
 
 
 def one_cell(seeds: int = SEEDS) -> dict[str, Any]:
