@@ -10,14 +10,13 @@ a figure the prose cites) fails here, in seconds instead of hours.
 import importlib
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
+from helpers.paths import ROOT
 from scripts import figures as figures_script
 from tools import cited_numbers as figures
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 COMMITTED = ROOT / "runs" / "bench"
 
@@ -66,6 +65,17 @@ def ablation_stand_ins(monkeypatch, module) -> None:
     monkeypatch.setattr(module, "one_run", one_run)
 
 
+def calibration_stand_ins(monkeypatch, module) -> None:
+    from bench import ablations
+
+    rows = committed("course_pool")["rows"]
+    by_seed = {row["seed"]: row for row in rows}
+    monkeypatch.setattr(ablations, "one_run", lambda name, seed, kernel, steps=None:
+                        {**by_seed.get(seed, rows[0]), "seed": seed, "kernel_path": kernel})
+    monkeypatch.setattr(module, "SPLITS", 100)  # the real analysis, on fewer splits
+    monkeypatch.setattr(module, "BOOTSTRAP", 5)
+
+
 def failing_stand_ins(monkeypatch, module) -> None:
     by_rate = {run["learning_rate"]: run for run in committed("failing_run")["runs"].values()}
     monkeypatch.setattr(module, "train", lambda folder, learning_rate: by_rate[learning_rate])
@@ -73,7 +83,8 @@ def failing_stand_ins(monkeypatch, module) -> None:
 
 STAND_INS = {"smoke_model": smoke_stand_ins, "toy_r1": toy_stand_ins,
              "grpo_vs_trl": trl_stand_ins, "rewards": rewards_stand_ins,
-             "ablations": ablation_stand_ins, "failing_run": failing_stand_ins}
+             "ablations": ablation_stand_ins, "failing_run": failing_stand_ins,
+             "calibration": calibration_stand_ins}
 
 
 def bench_scripts() -> list[str]:

@@ -364,6 +364,31 @@ def lab_arm_figures(data: dict[str, Any]) -> dict[str, str]:
     return out | machine_figures("lab_arm", data)
 
 
+def calibration_figures(data: dict[str, Any]) -> dict[str, str]:
+    """bench/calibration.py: the course's pool of seeds, and how often the lab's verdicts go
+    wrong on splits of it (false helps/hurts; false "equivalent" at a true ±margin; a pseudo-
+    grid's any false verdict, raw and with Holm), each with the interval that resamples the pool."""
+    pool = data["pool"]
+    out = {"lab_calibration.seeds": str(pool["seeds"]),
+           "lab_calibration.mean": points(100 * pool["mean"]),
+           "lab_calibration.sd": f"{100 * pool['sd']:.1f}",
+           "lab_calibration.splits": count(data["splits"]),
+           "lab_calibration.mde_pool": f"{100 * pool['mde_against_pool']:.1f}",
+           "lab_calibration.mde_8": f"{100 * pool['mde_against_8']:.1f}"}
+    for key in ("against_pool", "against_8"):
+        r = data[key]
+        for rate in ("false_difference", "false_equivalent"):
+            low, high = r[f"{rate}_pool_interval"]
+            out[f"lab_calibration.{key}.{rate}"] = percent(r[rate])
+            out[f"lab_calibration.{key}.{rate}_interval"] = f"{percent(low)} to {percent(high)}"
+        out[f"lab_calibration.{key}.equivalent"] = percent(r["equivalent"])
+    family = data["family"]
+    out["lab_calibration.family.arms"] = str(family["arms"])
+    for level in ("raw", "holm"):
+        out[f"lab_calibration.family.{level}"] = percent(family[level]["any_false"])
+    return out | machine_figures("lab_calibration", data)
+
+
 def machine_figures(prefix: str, data: dict[str, Any]) -> dict[str, str]:
     """The date and load a benchmark recorded (bench/_results.py), when it did."""
     if "machine" not in data:
@@ -535,6 +560,8 @@ SOURCES: dict[str, Source] = {
     "ablations": Source("runs/bench/ablations.json", BENCH_FIX, ablation_figures),
     "lab_arm": Source("runs/bench/lab_arm.json", "python -m bench.ablations --one-cell",
                       lab_arm_figures),
+    "lab_calibration": Source("runs/bench/lab_calibration.json", BENCH_FIX,
+                              calibration_figures),
     "cpu_seconds": Source("runs/bench/course_times.json", "make execute-notebooks",
                           course_time_figures),
     "make_test": Source("runs/bench/make_test.json", "python -m scripts.time_tests",
