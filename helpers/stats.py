@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -273,6 +273,17 @@ def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
         running = min(running, pvalues[i] * m / (m - rank))
         adjusted[i] = running
     return adjusted
+
+
+def adjusted_verdicts(found: Sequence[dict[str, Any]],
+                      adjust: Callable[[Sequence[float]], list[float]]) -> list[dict[str, Any]]:
+    """A family of `tests` results judged together: the difference and the equivalence p-values
+    each adjusted over the family by `adjust` (holm, benjamini_hochberg), then the four words;
+    one {"p", "p_equivalence", "verdict"} per test, in order."""
+    ps = adjust([f["p"] for f in found])
+    qs = adjust([f["p_equivalence"] for f in found])
+    return [{"p": p, "p_equivalence": q, "verdict": say(p, q, f["difference"])}
+            for f, p, q in zip(found, ps, qs, strict=True)]
 
 
 def minimum_detectable_effect(se: float, df: float, alpha: float = ALPHA,

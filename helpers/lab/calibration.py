@@ -15,7 +15,15 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from helpers.stats import EQUIVALENCE_MARGIN, VERDICTS, holm, say, tests, wilson_interval
+from helpers.stats import (
+    EQUIVALENCE_MARGIN,
+    VERDICTS,
+    adjusted_verdicts,
+    holm,
+    say,
+    tests,
+    wilson_interval,
+)
 
 HELPS, HURTS, EQUIVALENT, _ = VERDICTS
 ARM_SEEDS = 4  # an arm's seeds in the grid and in try_arm
@@ -83,10 +91,8 @@ def pseudo_grid(gains: Sequence[float], rng: random.Random, arm_seeds: int = ARM
     reference, rest = order[:reference_seeds], order[reference_seeds:]
     arms = [rest[i:i + arm_seeds] for i in range(0, len(rest) - arm_seeds + 1, arm_seeds)]
     found = [tests(a, reference) for a in arms]
-    ps = holm([v["p"] for v in found])
-    qs = holm([v["p_equivalence"] for v in found])
     return {"raw": [say(v["p"], v["p_equivalence"], v["difference"]) for v in found],
-            "holm": [say(p, q, v["difference"]) for v, p, q in zip(found, ps, qs, strict=True)]}
+            "holm": [v["verdict"] for v in adjusted_verdicts(found, holm)]}
 
 
 def family_rates(gains: Sequence[float], grids: int = 1000, seed: int = 0) -> dict[str, Any]:

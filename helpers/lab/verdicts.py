@@ -10,9 +10,9 @@ from typing import Any
 
 from helpers.lab.arms import ARMS, COURSE, NO_OPS
 from helpers.stats import (
+    adjusted_verdicts,
     benjamini_hochberg,
     holm,
-    say,
     t_quantile,
     verdict,
 )
@@ -69,12 +69,10 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
         out[name] = s
     family = [n for n, s in out.items() if s["verdict"]]
     for method, adjust in (("holm", holm), ("bh", benjamini_hochberg)):
-        ps = adjust([out[n]["verdict"]["p"] for n in family])
-        qs = adjust([out[n]["verdict"]["p_equivalence"] for n in family])
-        for n, p, q in zip(family, ps, qs, strict=True):
-            said = out[n]["verdict"]
-            said |= {f"p_{method}": p, f"p_equivalence_{method}": q,
-                     method: say(p, q, said["difference"])}
+        judged = adjusted_verdicts([out[n]["verdict"] for n in family], adjust)
+        for n, a in zip(family, judged, strict=True):
+            out[n]["verdict"] |= {f"p_{method}": a["p"], f"p_equivalence_{method}":
+                                  a["p_equivalence"], method: a["verdict"]}
     return out
 
 
