@@ -143,6 +143,8 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
     """Run the jobs not yet in the saved grid (runs/bench/`name`), two at a time, with progress
     and an ETA."""
     grid = Grid(bench_dir() / name, fresh)
+    if name != Path(POOL_FILE).name:
+        grid.rows += from_pool([job for job in jobs if not grid.done(job)])
     todo = [job for job in jobs if not grid.done(job)]
     print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already saved; {len(todo)} to go "
           f"({workers} at a time)", flush=True)
@@ -177,6 +179,22 @@ def run_grid(jobs: list[tuple[str, int, str]], fresh: bool = False, workers: int
     if failed:
         raise SystemExit(f"{len(failed)} runs failed; run the same command again to retry them.")
     return json.loads(grid.path.read_text())
+
+
+def from_pool(jobs: list[tuple[str, int, str]]) -> list[dict[str, Any]]:
+    """The pool's runs of the course's arm that `jobs` asks for, made under the course's present
+    settings on this CPU's native kernels: the same seed there trains the same bits, so they are
+    reused rather than trained again."""
+    from helpers.hardware import cpu_kernel_path
+
+    path = bench_dir() / Path(POOL_FILE).name
+    pool = json.loads(path.read_text()) if path.exists() else {}
+    if not pool or pool.get("settings") != course_settings():
+        return []
+    here = {k: v for k, v in cpu_kernel_path().items() if k in ("capability", "machine", "torch")}
+    wanted = set(jobs)
+    return [r for r in pool["rows"] if (r["arm"], r["seed"], r["kernel_path"]) in wanted
+            and r["kernel_path"] == "native" and here.items() <= r["kernel"].items()]
 
 
 ONE_CELL = "# Your arm"  # how notebook 11's cell that writes a learner's arm begins

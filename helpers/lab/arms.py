@@ -80,11 +80,14 @@ KNOBS: dict[str, dict[str, Arm]] = {
     "learning_rate": {
         **_arms("learning_rate", {"3e-4": {"learning_rate": 3e-4},
                                   "3e-3": {"learning_rate": 3e-3}}),
-        # Slower, or worse? Twice the steps, judged against the course's 60.
+        # Slower, or worse? Twice the steps, judged against the course's own 120.
         "3e-4+120steps": Arm("learning_rate", "3e-4+120steps", {"learning_rate": 3e-4},
-                             steps=120),
+                             steps=120, reference="steps=120"),
     },
-    "num_iterations": _arms("num_iterations", {"2": ITER2}),
+    # Two updates per batch of generations: at 60 steps half the course's generations, at 120
+    # the same number.
+    "num_iterations": {**_arms("num_iterations", {"2": ITER2}),
+                       "2+120steps": Arm("num_iterations", "2+120steps", ITER2, steps=120)},
     # Clip-higher (DAPO) and GSPO act only off-policy (on the course's run they are NO_OPS):
     # with two iterations per batch they are judged against num_iterations=2.
     "epsilon_high": {
@@ -102,7 +105,12 @@ KNOBS: dict[str, dict[str, Arm]] = {
         "32+mask": {"max_completion_length": 32, "mask_truncated_completions": True}}),
     "temperature": _arms("temperature", {"0.7": {"temperature": 0.7}}),
     "lora_rank": {"1": Arm("lora_rank", "1", lora_rank=1)},
-    "dynamic_sampling": {"on": Arm("dynamic_sampling", "on", dynamic_sampling=True)},
+    # Resampling dead groups costs about 0.35 extra batches a step: judged against the course at
+    # the same number of generations (81 steps).
+    "dynamic_sampling": {"on": Arm("dynamic_sampling", "on", dynamic_sampling=True,
+                                   reference="steps=81")},
+    # The course for longer: the compute-matched references of the arms that generate more.
+    "steps": {v: Arm("steps", v, steps=int(v)) for v in ("81", "120")},
     "rewards": {
         "correctness": Arm("rewards", "correctness", rewards=(reward_named("correctness_reward"),)),
         "format": Arm("rewards", "format", rewards=tuple(reward_named(n) for n in _FORMAT),
@@ -161,6 +169,7 @@ NOT_CONFIG: dict[str, Callable[[], str]] = {
     "rewards": _course_rewards,
     "lora_rank": lambda: str(PROFILES["smoke"].lora_rank),
     "dynamic_sampling": lambda: "off",  # resample_dead_groups: the lab's own, never the course's
+    "steps": lambda: str(PROFILES["smoke"].max_steps),
 }
 
 
