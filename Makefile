@@ -27,7 +27,7 @@ test: $(STACK) lint
 test-fast: $(STACK) lint
 	$(PYTEST) tests notebooks -m "not release" --fast
 
-## The release checks (about 3 minutes more): .ci/run runs them after `make test`.
+## The release checks (about 5 minutes more): .ci/run runs them after `make test`.
 test-release: $(STACK)
 	$(PYTEST) tests -m release
 

@@ -3,6 +3,7 @@
     python -m scripts.time_tests                      # make test in a fresh clone of HEAD
     python -m scripts.time_tests --here               # in this checkout (its .venv and .cache)
     python -m scripts.time_tests --target test-fast   # another make target
+    python -m scripts.time_tests --commit 4ea934c     # an older commit, for a before-and-after
     make figures                                      # then docs/ci.md shows the new run
 
 CPU-seconds are user + sys of make and every process it waited for (pip, the test processes, the
@@ -72,10 +73,13 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def fresh_clone(parent: Path) -> Path:
-    """A clone of this checkout's HEAD (committed work only), as CI and a newcomer get it."""
+def fresh_clone(parent: Path, commit: str | None = None) -> Path:
+    """A clone of this checkout's HEAD, or of `commit` (committed work only), as CI and a
+    newcomer get it."""
     folder = parent / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(folder)], check=True)
+    if commit:
+        subprocess.run(["git", "checkout", "-q", commit], cwd=folder, check=True)
     return folder
 
 
@@ -87,10 +91,10 @@ def commit_of(folder: Path) -> str:
     return head + ("+" if dirty else "")
 
 
-def measure(target: str, folder: Path, fresh: bool) -> dict[str, object]:
+def measure(target: str, folder: Path, fresh: bool, durations: bool = True) -> dict[str, object]:
     """Run `make target` in `folder`, then the speed gauge; the record of both."""
     env = dict(os.environ)
-    if target in STORES_DURATIONS:
+    if durations and target in STORES_DURATIONS:
         env["PYTEST_ADDOPTS"] = "--store-durations"
     record: dict[str, object] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"), "commit": commit_of(folder),
@@ -114,11 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="test", help="the make target (default: test)")
     parser.add_argument("--here", action="store_true",
                         help="run in this checkout instead of a fresh clone of HEAD")
+    parser.add_argument("--commit", help="a fresh clone of this commit instead of HEAD (its "
+                        "groups' seconds are not stored: an older suite may not know the flag)")
     args = parser.parse_args(argv)
+    if args.here and args.commit:
+        parser.error("--here runs this checkout as it is: leave out --commit")
     with tempfile.TemporaryDirectory(prefix="time-tests-") as parent:
-        folder = ROOT if args.here else fresh_clone(Path(parent))
-        record = measure(args.target, folder, fresh=not args.here)
-        if not args.here and (folder / DURATIONS).exists():
+        folder = ROOT if args.here else fresh_clone(Path(parent), args.commit)
+        record = measure(args.target, folder, fresh=not args.here, durations=not args.commit)
+        if not args.here and not args.commit and (folder / DURATIONS).exists():
             shutil.copy(folder / DURATIONS, ROOT / DURATIONS)
     append(record)
     print(json.dumps(record, indent=2))

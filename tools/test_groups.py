@@ -42,6 +42,12 @@ RELEASE = {
     "tests/test_locks.py::dry_runs": "pip's dry runs of each lock for each Python, against PyPI",
     "tests/test_ablations.py::test_the_no_op_arms_train_exactly_as_the_course":
         "the lab's three no-op knobs train exactly as the course (4 smoke runs of 10 steps)",
+    "tests/test_train_script.py::two_process_run":
+        "scripts/train_grpo.py as two processes under accelerate (gloo), killed and resumed: "
+        "the several-GPU path of notebook 10, not the notebooks' own",
+    "tests/test_offline_gpu_check.py::checked":
+        "scripts/offline_gpu_check.py's whole run on this CPU (train, resume bit for bit, "
+        "rerun, export): the check a GPU machine runs before a release",
 }
 
 
