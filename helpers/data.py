@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from helpers.synthetic import synthetic_split
@@ -59,10 +59,12 @@ def make_prompt(question: str) -> list[dict[str, str]]:
     ]
 
 
-def build_prompts(tokenizer: Any, questions: Iterable[str]) -> list[str]:
-    """The exact prompt strings: the training chat messages through the tokenizer's template."""
+def build_prompts(tokenizer: Any, questions: Iterable[str],
+                  messages: Callable[[str], list[dict[str, str]]] = make_prompt) -> list[str]:
+    """The exact prompt strings: the training chat messages through the tokenizer's template
+    (`messages` turns a question into them; the lab's prompt arm passes its own)."""
     return [
-        tokenizer.apply_chat_template(make_prompt(q), tokenize=False, add_generation_prompt=True)
+        tokenizer.apply_chat_template(messages(q), tokenize=False, add_generation_prompt=True)
         for q in questions
     ]
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from helpers.data import build_prompts, extract_gold_answer
+from helpers.data import build_prompts, extract_gold_answer, make_prompt
 from helpers.paths import ROOT, shown
 from helpers.profiles import SEED
 from helpers.run_folder import RunFolder, as_run, has_adapter, usable_adapter
@@ -340,15 +340,17 @@ def generate_or_reuse(
 def evaluate(
     model: Any, tokenizer: Any, rows: Sequence[dict[str, str]], settings: DecodingSettings,
     adapter_dir: Path, generate: Generate = generate_side, store: Path | None = None,
+    messages: Callable[[str], list[dict[str, str]]] = make_prompt,
 ) -> dict[str, Any]:
     """Base and trained on the same rows: one prompt list, one settings object, one scorer.
 
     With `store` (notebook 06: the run folder's `answers`), answers are saved per model and per
-    batch, and a rerun reuses them, saying so.
+    batch, and a rerun reuses them, saying so. `messages`: how a question becomes the chat (the
+    lab's prompt arm leaves out the format instructions).
     """
     questions = [row["question"] for row in rows]
     golds = [extract_gold_answer(row["answer"]) for row in rows]
-    prompts = build_prompts(tokenizer, questions)  # built once: both sides get these very strings
+    prompts = build_prompts(tokenizer, questions, messages)  # one list, for both sides
     if store is not None:
         check_writable(store)
     outputs = {

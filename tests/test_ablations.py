@@ -79,7 +79,7 @@ def test_each_arm_changes_its_knob_and_nothing_else(tmp_path):
         expected = set(chosen.overrides) | set(weights)
         assert changed == expected, name
         if chosen.knob not in (COURSE, "rewards", "max_completion_length", "lora_rank",
-                               "dynamic_sampling", "steps"):  # knobs that are one config field
+                               "dynamic_sampling", "steps", "prompt"):  # one config field each
             # the knob, crossed with its reference's change where the reference is not the course
             assert changed == {chosen.knob} | set(ARMS[chosen.reference].overrides), name
     # What GRPOConfig cannot say: the LoRA rank, the budget, the dead-group resampling.

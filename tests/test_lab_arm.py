@@ -59,3 +59,53 @@ def test_a_broken_reward_in_a_cell_stops_before_training(tmp_path, monkeypatch):
     message = str(error.value)
     assert message.startswith("Reward count_digits raised AttributeError(")
     assert "make it return a number for every completion" in message and "\n" not in message
+
+
+def test_the_prompt_arm_trains_and_scores_on_the_question_alone():
+    """`prompt=question`: the course's training problems in the same order, each prompt without
+    the system message; scoring builds its prompts the same way."""
+    from transformers import AutoTokenizer
+
+    from helpers.data import SYSTEM_PROMPT, grpo_train_dataset
+    from helpers.evaluation import Generation, decoding_settings, evaluate
+    from helpers.lab import ARMS, question_alone
+    from helpers.lab.engine import train_dataset
+    from helpers.profiles import PROFILES
+    from helpers.smoke_model import MODEL_DIR
+
+    smoke, chosen = PROFILES["smoke"], ARMS["prompt=question"]
+    assert chosen.messages is question_alone and not chosen.overrides and chosen.rewards is None
+    tokenizer = AutoTokenizer.from_pretrained(MODEL_DIR)
+    course, alone = grpo_train_dataset(smoke, tokenizer), train_dataset(smoke, tokenizer,
+                                                                        question_alone)
+    assert alone["answer"] == course["answer"]
+    assert [p[-1] for p in alone["prompt"]] == [p[-1] for p in course["prompt"]]
+    assert all(p == [{"role": "user", "content": q[-1]["content"]}]
+               for p, q in zip(alone["prompt"], course["prompt"], strict=True))
+
+    rows = [{"question": "What is 2 + 3?", "answer": "2 + 3 = 5\n#### 5"}]
+    seen = []
+
+    def stand_in(model, tokenizer, prompts, settings, side, adapter_dir):
+        seen.extend(prompts)
+        return [[Generation("<answer>5</answer>", 4, False)]]
+
+    found = evaluate(None, tokenizer, rows, decoding_settings(smoke), MODEL_DIR, stand_in,
+                     messages=question_alone)
+    assert seen == [found["example_prompt"]] * 2  # base and trained
+    assert SYSTEM_PROMPT not in seen[0]
+    assert seen[0] == "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize("messages, said", [
+    (lambda q: q, "not a list of role/content messages ending in the question"),
+    (lambda q: [{"role": "user", "content": "hi"}], "not a list of role/content messages"),
+    (lambda q: 1 / 0, "raised ZeroDivisionError: division by zero"),
+])
+def test_a_prompt_function_that_trl_cannot_take_stops_in_one_sentence(messages, said):
+    from helpers.lab import ArmError, arm_from
+
+    with pytest.raises(ArmError) as error:
+        arm_from("mine", messages=messages)
+    assert said in str(error.value) and "def mine(question)" in str(error.value)
+    assert "\n" not in str(error.value)

@@ -25,6 +25,7 @@ from helpers.lab.arms import (
     arm_overrides,
     course_value,
     knob_arms,
+    question_alone,
     random_reward,
     reward_setup,
 )
@@ -67,7 +68,7 @@ __all__ = [
     "design_lines", "fact_of", "family", "fit_spread", "grid_markdown", "grid_table",
     "knob_arms", "lab_problems", "lab_row", "load_grid", "load_reference_runs",
     "local_reference", "plot_ablation", "plot_curves", "plot_dead_groups", "probe_rewards",
-    "random_reward", "reference_cache", "reference_check", "reward_audit", "reward_setup",
-    "run_seeds", "settings_key", "signal_table", "signals", "stale_note", "stored_reference",
-    "summarize", "t4_cost", "train_and_score", "try_arm",
+    "question_alone", "random_reward", "reference_cache", "reference_check", "reward_audit",
+    "reward_setup", "run_seeds", "settings_key", "signal_table", "signals", "stale_note",
+    "stored_reference", "summarize", "t4_cost", "train_and_score", "try_arm",
 ]

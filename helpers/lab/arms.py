@@ -33,6 +33,8 @@ class Arm:
     reference: str = COURSE  # the arm it is compared with
     same_as_reference: str = ""  # why it must train as its reference does (NO_OPS)
     control: str = ""  # a control with a known answer, and what it must show
+    # How a question becomes the chat, in training and scoring; None: the course's make_prompt
+    messages: Callable[[str], list[dict[str, str]]] | None = None
 
     @property
     def name(self) -> str:
@@ -51,6 +53,12 @@ def random_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
     import torch  # heavy: only when a run calls it
 
     return torch.randint(0, 2, (len(completions),)).float().tolist()
+
+
+def question_alone(question: str) -> list[dict[str, str]]:
+    """The chat without the course's format instructions (no system message): the question as
+    the user asks it, the prompt ablation CS336's GRPO assignment asks for."""
+    return [{"role": "user", "content": question}]
 
 
 _FORMAT = ("strict_format_reward", "soft_format_reward", "tag_count_reward")
@@ -111,6 +119,9 @@ KNOBS: dict[str, dict[str, Arm]] = {
                                    reference="steps=81")},
     # The course for longer: the compute-matched references of the arms that generate more.
     "steps": {v: Arm("steps", v, steps=int(v)) for v in ("81", "120")},
+    # The format instructions out of the prompt, in training and in scoring: notebook 06 measures
+    # them as the largest single lever on a real model.
+    "prompt": {"question": Arm("prompt", "question", messages=question_alone)},
     "rewards": {
         "correctness": Arm("rewards", "correctness", rewards=(reward_named("correctness_reward"),)),
         "format": Arm("rewards", "format", rewards=tuple(reward_named(n) for n in _FORMAT),
@@ -170,6 +181,7 @@ NOT_CONFIG: dict[str, Callable[[], str]] = {
     "lora_rank": lambda: str(PROFILES["smoke"].lora_rank),
     "dynamic_sampling": lambda: "off",  # resample_dead_groups: the lab's own, never the course's
     "steps": lambda: str(PROFILES["smoke"].max_steps),
+    "prompt": lambda: "instructions",  # helpers.data.make_prompt: SYSTEM_PROMPT, then the question
 }
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from helpers.data import load_gsm8k
+from helpers.data import build_prompts, grpo_train_dataset, load_gsm8k, make_prompt
 from helpers.evaluation import decoding_settings, evaluate
 from helpers.grpo_config import make_grpo_config
 from helpers.hardware import cpu_kernel_path, detect_hardware, use_one_cpu_thread
@@ -62,8 +62,17 @@ def signals(log_history: Sequence[dict[str, Any]], num_generations: int) -> dict
     return out
 
 
+def train_dataset(profile: Any, tokenizer: Any,
+                  messages: Callable[[str], list[dict[str, str]]]) -> Any:
+    """The course's training set (the same problems, in the same order), each question made a
+    chat by `messages` instead of the course's make_prompt."""
+    course = grpo_train_dataset(profile, tokenizer)
+    return course.map(lambda row: {"prompt": messages(row["prompt"][-1]["content"])})
+
+
 def _curve_callback(tokenizer: Any, rows: list[dict[str, str]], profile: Any,
-                    output_dir: Path) -> Any:
+                    output_dir: Path,
+                    messages: Callable[[str], list[dict[str, str]]] = make_prompt) -> Any:
     """The training notebook's held-out callback, every CURVE_EVERY steps between the base score
     (step 0) and the final one, which the evaluation itself takes. It puts the random state back,
     so the run trains exactly as it would without it."""
@@ -76,7 +85,9 @@ def _curve_callback(tokenizer: Any, rows: list[dict[str, str]], profile: Any,
         def scores_at(self, step: int, max_steps: int) -> bool:
             return step % self.every == 0 and step < max_steps
 
-    return Curve(tokenizer, rows, decoding_settings(profile), output_dir, CURVE_EVERY)
+    curve = Curve(tokenizer, rows, decoding_settings(profile), output_dir, CURVE_EVERY)
+    curve.prompts = build_prompts(tokenizer, [row["question"] for row in rows], messages)
+    return curve
 
 
 def count_dead_correctness(trainer: Any) -> None:
@@ -207,11 +218,15 @@ def train_and_score(output_dir: Path, seed: int | None = None, max_steps: int | 
         overrides["max_steps"] = max_steps or chosen.steps
     config = make_grpo_config(profile, hw, output_dir, **overrides)
     scored = lab_problems()[:problems] if lab else None
+    messages = chosen.messages or make_prompt
     # The run notebook 05 trains, without its callbacks: no figure, samples or checkpoints.
     trainer = build_trainer(model, tokenizer, config, profile, output_dir, writer=False,
                             adapter=False, samples=False, reward_funcs=rewards,
+                            train_dataset=None if chosen.messages is None else
+                            train_dataset(profile, tokenizer, messages),
                             instrument=Instrument(callbacks=[_curve_callback(
-                                tokenizer, scored, profile, output_dir)] if lab else ()))
+                                tokenizer, scored, profile, output_dir, messages)]
+                                if lab else ()))
     if lab:
         count_dead_correctness(trainer)
     if chosen.dynamic_sampling:
@@ -225,7 +240,8 @@ def train_and_score(output_dir: Path, seed: int | None = None, max_steps: int | 
     else:  # as unsloth's for_inference does: out of training mode (checkpointing, no cache)
         model.eval()
     rows = scored if lab else list(load_gsm8k("test", profile))[:problems]
-    results = evaluate(model, tokenizer, rows, decoding_settings(profile), adapter)
+    results = evaluate(model, tokenizer, rows, decoding_settings(profile), adapter,
+                       messages=messages)
     scores = results["scores"]
     found = signals(trainer.state.log_history, config.num_generations)
     out = {

@@ -29,14 +29,16 @@ _RESERVED = {"seed": "the seeds are try_arm's `seeds`", "output_dir": "each run 
 
 def arm_from(name: str, *, overrides: dict[str, Any] | None = None,
              rewards: Reward | Sequence[Reward] | None = None, lora_rank: int | None = None,
-             steps: int | None = None) -> Arm:
+             steps: int | None = None,
+             messages: Callable[[str], list[dict[str, str]]] | None = None) -> Arm:
     """A learner's own arm, checked before anything trains.
 
     `overrides` are GRPOConfig fields ({"beta": 0.04}); `rewards` replace the course's five
     (pass `(*REWARDS, Reward(mine, 0.5))` to add one); each reward is called now, as trl will call
     it, on smoke prompts and completions, and a reward the course does not have is audited
-    (`reward_audit`: what it pays for, and any hack). A problem is an ArmError of one sentence
-    naming the fix.
+    (`reward_audit`: what it pays for, and any hack). `messages` turns a question into the chat
+    the model trains and is scored on (`helpers.lab.question_alone`: without the format
+    instructions). A problem is an ArmError of one sentence naming the fix.
     """
     if not isinstance(name, str) or not name or "=" in name or name in ARMS:
         raise ArmError(f"Name your arm with a new word (not {name!r}): the grid's arms already "
@@ -54,7 +56,9 @@ def arm_from(name: str, *, overrides: dict[str, Any] | None = None,
         if not rewards:
             raise ArmError(f"Arm {name!r}: give at least one Reward, or leave rewards out to "
                            "keep the course's five.")
-    chosen = Arm(name, "", overrides, rewards, lora_rank, steps)
+    if messages is not None:
+        _check_messages(name, messages)
+    chosen = Arm(name, "", overrides, rewards, lora_rank, steps, messages=messages)
     _check_config(chosen)
     if rewards is not None:
         probe_rewards(rewards)
@@ -62,6 +66,23 @@ def arm_from(name: str, *, overrides: dict[str, Any] | None = None,
         if audit["rewards"]:
             print(audit_table(audit))
     return chosen
+
+
+def _check_messages(name: str, messages: Any) -> None:
+    """A prompt function must return the chat trl takes, ending in the question as the user's."""
+    question = "What is 2 + 3?"
+    fix = ("write it as def mine(question): return [{'role': 'user', 'content': question}], "
+           "with any system message first")
+    try:
+        chat = messages(question)
+    except Exception as error:  # noqa: BLE001  (the learner's function: any failure, one line)
+        raise ArmError(f"Arm {name!r}: messages({question!r}) raised "
+                       f"{type(error).__name__}: {error}; {fix}.") from None
+    if not (isinstance(chat, list) and chat and all(
+            isinstance(m, dict) and set(m) == {"role", "content"} and isinstance(m["content"], str)
+            for m in chat)) or chat[-1]["role"] != "user" or question not in chat[-1]["content"]:
+        raise ArmError(f"Arm {name!r}: messages({question!r}) returned {chat!r:.80}, not a list "
+                       f"of role/content messages ending in the question; {fix}.")
 
 
 def _check_fields(name: str, overrides: dict[str, Any]) -> None:
