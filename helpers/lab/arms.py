@@ -120,8 +120,15 @@ KNOBS: dict[str, dict[str, Arm]] = {
     # The course for longer: the compute-matched references of the arms that generate more.
     "steps": {v: Arm("steps", v, steps=int(v)) for v in ("81", "120")},
     # The format instructions out of the prompt, in training and in scoring: notebook 06 measures
-    # them as the largest single lever on a real model.
-    "prompt": {"question": Arm("prompt", "question", messages=question_alone)},
+    # them as the largest single lever on a real model. Without them the smoke model rarely
+    # writes the format (2% strict at the start), so there the course's shaped rewards and
+    # correctness alone can differ: the start where a reward idea can show its effect.
+    "prompt": {
+        "question": Arm("prompt", "question", messages=question_alone),
+        "question+correctness": Arm("prompt", "question+correctness", messages=question_alone,
+                                    rewards=(reward_named("correctness_reward"),),
+                                    reference="prompt=question"),
+    },
     "rewards": {
         "correctness": Arm("rewards", "correctness", rewards=(reward_named("correctness_reward"),)),
         "format": Arm("rewards", "format", rewards=tuple(reward_named(n) for n in _FORMAT),
