@@ -61,6 +61,7 @@ def test_conftest_orders_the_session_by_the_stored_file(tmp_path, monkeypatch, r
                          if getattr(plugin, "__file__", None) == str(ROOT / "conftest.py"))
     stored = tmp_path / "durations.json"
     monkeypatch.setattr(test_groups, "DURATIONS", stored)
+    monkeypatch.setattr(request.config.option, "fast", False)  # the order alone, also in test-fast
     a, b, c = "tests/test_a.py::x", "tests/test_b.py::y", "tests/test_c.py::z"
     items = [Item(a), Item(b), Item(c, release=True)]
     for seconds, order in (({"tests/test_b.py": 2.0}, [b, a, c]),  # unknown: last, in order
