@@ -23,7 +23,7 @@ PYTEST := GRPO_PROFILE=smoke $(PY) -m pytest --nbval-lax --nbval-current-env \
 test: $(STACK) lint
 	$(PYTEST) tests notebooks -m "not release"
 
-## While you work (about 3 minutes): `make test` without its longest groups (docs/ci.md).
+## While you work (about 2 minutes): `make test` without its longest groups (docs/ci.md).
 test-fast: $(STACK) lint
 	$(PYTEST) tests notebooks -m "not release" --fast
 
