@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="time-tests-") as parent:
         folder = ROOT if args.here else fresh_clone(Path(parent), args.commit)
         record = measure(args.target, folder, fresh=not args.here, durations=not args.commit)
+        if args.commit:
+            record["older"] = True  # for comparison: docs/ci.md's figure stays HEAD's
         if not args.here and not args.commit and (folder / DURATIONS).exists():
             shutil.copy(folder / DURATIONS, ROOT / DURATIONS)
     append(record)

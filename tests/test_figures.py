@@ -299,3 +299,18 @@ def test_a_stale_unknown_or_badly_marked_table_is_named_and_make_figures_mends_i
     assert doc_tables.fill_tables(unknown) == unknown
     cramped = "<!-- table:t -->\n| a |\n|---|\n| 2 |\n<!-- /table -->"
     assert "blank line" in doc_tables.table_problems(cramped)[0]
+
+
+def test_the_make_test_figure_is_the_newest_passing_run_of_its_own_head():
+    """An older commit timed for comparison (`time_tests --commit`) or a failed run is kept in
+    the record but never becomes docs/ci.md's figure."""
+    def run(commit: str, wall: float, **extra: object) -> dict[str, object]:
+        return {"target": "test", "commit": commit, "wall_s": wall, "cpu_s": 1000.0,
+                "gauge_s": 10.0, "date": "2026-12-07 12:00", "tests": "9 passed", **extra}
+
+    runs = [run("aaa", 600.0, rc=0), run("old", 760.0, rc=0, older=True),
+            run("bbb", 610.0, rc=2)]
+    found = fg.make_test_figures({"runs": runs})
+    assert found["make_test.test.commit"] == "aaa" and found["make_test.test.wall"] == "10:00"
+    found = fg.make_test_figures({"runs": [*runs, run("ccc", 590.0)]})  # early runs: no rc
+    assert found["make_test.test.commit"] == "ccc"

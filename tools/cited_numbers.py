@@ -406,9 +406,12 @@ def course_time_figures(data: dict[str, Any]) -> dict[str, str]:
 
 
 def make_test_figures(data: dict[str, Any]) -> dict[str, str]:
-    """scripts/time_tests.py: the newest timed run of each make target (runs are oldest first)."""
+    """scripts/time_tests.py: the newest passing run of each make target at its own HEAD (runs
+    are oldest first; an older commit timed for comparison, `--commit`, is not today's figure)."""
     out = {}
     for run in data["runs"]:
+        if run.get("older") or run.get("rc", 0) != 0:
+            continue
         key = f"make_test.{run['target']}"
         out |= {f"{key}.wall": clock(run["wall_s"]) if run["wall_s"] else "not recorded",
                 f"{key}.cpu": f"{count(run['cpu_s'])} CPU-seconds" if run["cpu_s"]
