@@ -465,7 +465,7 @@ def test_a_good_arm_keeps_what_the_learner_wrote():
 
     mine = arm_from("mine", rewards=(*REWARDS, Reward(_good, 0.5)), overrides={"beta": 0.04})
     assert mine.name == "mine" and mine.reference == COURSE
-    assert reward_setup(mine)[1] == {"reward_weights": [2.0, 0.5, 0.5, 0.5, 0.5, 0.5]}
+    assert reward_setup(mine)[1] == {"reward_weights": [*(r.weight for r in REWARDS), 0.5]}
     assert mine.overrides == {"beta": 0.04}
 
 

@@ -55,8 +55,8 @@ def titles(log: list[dict]) -> list[str]:
 
 
 def test_fixture_is_a_real_run_with_the_course_rewards(full):
-    names = reward_names(full)
-    assert names == [f.__name__ for f in REWARD_FUNCS]
+    names = reward_names(full)  # the course's rewards when it was captured: a new one may follow
+    assert names == [f.__name__ for f in REWARD_FUNCS][:len(names)] and len(names) >= 5
     steps = [e["step"] for e in training_entries(full)]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 10
     assert "train_runtime" in full[-1]  # the summary line is in the file, not in the plots
