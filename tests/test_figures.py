@@ -314,3 +314,17 @@ def test_the_make_test_figure_is_the_newest_passing_run_of_its_own_head():
     assert found["make_test.test.commit"] == "aaa" and found["make_test.test.wall"] == "10:00"
     found = fg.make_test_figures({"runs": [*runs, run("ccc", 590.0)]})  # early runs: no rc
     assert found["make_test.test.commit"] == "ccc"
+
+
+def test_the_one_cell_figure_times_only_runs_against_the_newest_reference():
+    def run(seconds: float, cached: bool, reference: str) -> dict[str, object]:
+        return {"seconds": seconds, "reference_cached": cached, "reference": reference,
+                "load_start": 1.0, "seeds": 4, "steps": 60,
+                "verdict": {"verdict": "equivalent", "difference": 0.01, "low": -0.01,
+                            "high": 0.03}}
+
+    runs = [run(120.0, True, "the earlier grid"), run(120.0, True, "the earlier grid"),
+            run(300.0, False, "the pool"), run(210.0, True, "the pool")]
+    found = fg.lab_arm_figures({"runs": runs})
+    assert found["lab_arm.minutes"] == "3.5 min" and found["lab_arm.timed"] == "1"
+    assert found["lab_arm.first_minutes"] == "5.0 min"

@@ -345,12 +345,13 @@ def _design_figures(design: dict[str, Any]) -> dict[str, str]:
 
 
 def lab_arm_figures(data: dict[str, Any]) -> dict[str, str]:
-    """bench/ablations.py --one-cell: notebook 11's own arm at the grid's size, timed; the median
-    of the runs that found the reference check done, and the first run, which ran it too."""
-    runs = data["runs"]
+    """bench/ablations.py --one-cell: notebook 11's own arm at the grid's size, timed against the
+    newest run's reference (older runs judged against another stay in the record); the median of
+    the runs that found the reference check done, and the first run, which ran it too."""
+    last = data["runs"][-1]
+    runs = [r for r in data["runs"] if r["reference"] == last["reference"]]
     timed = [r for r in runs if r["reference_cached"]]
     first = [r for r in runs if not r["reference_cached"]]
-    last = runs[-1]
     v = last["verdict"]
     out = {"lab_arm.verdict": v["verdict"], "lab_arm.difference": points(100 * v["difference"]),
            "lab_arm.interval": _interval(v["low"], v["high"]),
