@@ -127,12 +127,15 @@ class HeldOutAccuracy(TrainerCallback):
     """
 
     def __init__(self, tokenizer: Any, rows: list[dict[str, str]], settings: Any,
-                 run: RunFolder | Path, every: int) -> None:
-        from helpers.data import build_prompts, extract_gold_answer
+                 run: RunFolder | Path, every: int,
+                 messages: Callable[[str], list[dict[str, str]]] | None = None) -> None:
+        from helpers.data import build_prompts, extract_gold_answer, make_prompt
 
         self.tokenizer, self.settings, self.every = tokenizer, settings, max(1, every)
         self.rows = rows
-        self.prompts = build_prompts(tokenizer, [row["question"] for row in rows])
+        # Scored on the prompts the run trains on (a lab arm may change them).
+        self.prompts = build_prompts(tokenizer, [row["question"] for row in rows],
+                                     messages or make_prompt)
         self.golds = [extract_gold_answer(row["answer"]) for row in rows]
         self.adapter_dir = as_run(run).heldout_adapter
 

@@ -79,7 +79,7 @@ def test_each_arm_changes_its_knob_and_nothing_else(tmp_path):
         expected = set(chosen.overrides) | set(weights)
         assert changed == expected, name
         if chosen.knob not in (COURSE, "rewards", "max_completion_length", "lora_rank",
-                               "dynamic_sampling", "steps", "prompt"):  # one config field each
+                               "dynamic_sampling", "steps", "prompt", "clip"):  # one field each
             # the knob, crossed with its reference's change where the reference is not the course
             assert changed == {chosen.knob} | set(ARMS[chosen.reference].overrides), name
     # What GRPOConfig cannot say: the LoRA rank, the budget, the dead-group resampling.
@@ -192,6 +192,9 @@ def test_summaries_compare_each_arm_with_the_course_on_its_own_kernel_path():
     assert summary["beta=0.04"]["auc"] == pytest.approx(statistics.fmean([0.02, 0.05, 0.03,
                                                                           0.01]) / 2)
     assert summarize(rows, "default")[COURSE]["gains"] == [0.5]
+    paired = summary["beta=0.04"]["paired"]  # seed by seed: -13, -7, -14, -13 points
+    assert paired["seeds"] == [0, 1, 2, 3] and paired["difference"] == pytest.approx(-0.1175)
+    assert paired["low"] < -0.11 and paired["high"] > -0.13 and paired["high"] < 0
 
 
 def test_the_grid_resumes_without_redoing_a_finished_run(tmp_path, monkeypatch):
@@ -319,10 +322,8 @@ def test_wording_noise_is_measured_from_the_two_questions_of_each_sum():
     assert facts["course"]["random_set_share"] > facts["course"]["share"]
 
 
-def test_the_summary_leaves_out_the_stored_rows_of_a_retired_no_op():
-    """runs/bench/ablations.json still holds the no-ops' old rows: no arm, no family member."""
-    from helpers.lab import grid_table, load_grid
-
+def test_the_summary_leaves_out_the_rows_of_a_retired_no_op():
+    """An older grid may hold a no-op's rows: no arm, no family member."""
     seeds = range(SEED, SEED + 4)
     course = [_row(COURSE, s, g) for s, g in zip(seeds, [0.15, 0.12, 0.17, 0.14], strict=True)]
     twin = [{**r, "arm": "loss_type=bnpo"} for r in course]
@@ -330,20 +331,24 @@ def test_the_summary_leaves_out_the_stored_rows_of_a_retired_no_op():
     summary = summarize(course + twin + beta)
     assert set(summary) == {COURSE, "beta=0.04"}
     assert summary["beta=0.04"]["verdict"]["holm"]  # a family of one
+
+
+def test_the_stored_grid_recomputes_from_its_rows():
+    """runs/bench/ablations.json's summaries are what its rows give today: every arm's gains and
+    verdicts, Holm and BH included, and the table notebook 11 prints from them."""
+    from helpers.lab import grid_table, load_grid
+
     stored = load_grid()
-    rows = stored["rows"]
-    assert {"loss_type=bnpo", "epsilon_high=0.28"} <= {r["arm"] for r in rows}
-    again = summarize(rows)
-    assert not set(again) & {"loss_type=bnpo", "epsilon_high=0.28",
-                             "importance_sampling_level=sequence"}
-    for name, s in again.items():  # every other arm as the grid stored it, Holm and BH included
+    again = summarize(stored["rows"])
+    assert set(again) == set(stored["summary"]["native"])
+    for name, s in again.items():
         kept = stored["summary"]["native"][name]  # (the file keeps 6 significant digits)
         assert s["gains"] == pytest.approx(kept["gains"], rel=1e-5)
         assert (s["verdict"] is None) == (kept["verdict"] is None), name
         for key, value in (kept["verdict"] or {}).items():
             same = value if isinstance(value, str) else pytest.approx(value, rel=1e-5, abs=1e-9)
             assert s["verdict"][key] == same, (name, key)
-    assert "bnpo" not in grid_table(stored["summary"]["native"])
+    assert all(name in grid_table(stored["summary"]["native"]) for name in again)
 
 
 def test_the_reference_check_tells_exact_consistent_and_shifted():
@@ -613,3 +618,19 @@ def test_the_no_op_arms_train_exactly_as_the_course(tmp_path):
     course = bits(ARMS[COURSE])
     for chosen in NO_OPS.values():
         assert bits(chosen) == course, chosen.name
+
+
+def test_curves_put_each_arm_where_its_generations_put_it():
+    """32 completions a step for the course; half for two updates per batch; more for dynamic
+    sampling by the batches it drew again: the x-axis of the lab's curves."""
+    from helpers.lab import generations_per_step, plot_curves
+
+    rows = [_row(COURSE, 1, 0.1), _row("num_iterations=2", 1, 0.1)]
+    rows += [{**_row("dynamic_sampling=on", s, 0.1), "signals": {"extra_generations": x}}
+             for s, x in ((1, 0.25), (2, 0.45))]
+    assert generations_per_step(rows, COURSE) == 32
+    assert generations_per_step(rows, "num_iterations=2") == 16
+    assert generations_per_step(rows, "dynamic_sampling=on") == pytest.approx(32 * 1.35)
+    ax = plot_curves(rows, [COURSE, "num_iterations=2"])
+    ends = [line.get_xdata()[-1] for line in ax.get_lines()[:2]]
+    assert ends == pytest.approx([60 * 32 / 1000, 60 * 16 / 1000])

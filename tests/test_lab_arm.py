@@ -61,7 +61,7 @@ def test_a_broken_reward_in_a_cell_stops_before_training(tmp_path, monkeypatch):
     assert "make it return a number for every completion" in message and "\n" not in message
 
 
-def test_the_prompt_arm_trains_and_scores_on_the_question_alone():
+def test_the_prompt_arm_trains_and_scores_on_the_question_alone(tmp_path):
     """`prompt=question`: the course's training problems in the same order, each prompt without
     the system message; scoring builds its prompts the same way."""
     from transformers import AutoTokenizer
@@ -69,7 +69,7 @@ def test_the_prompt_arm_trains_and_scores_on_the_question_alone():
     from helpers.data import SYSTEM_PROMPT, grpo_train_dataset
     from helpers.evaluation import Generation, decoding_settings, evaluate
     from helpers.lab import ARMS, question_alone
-    from helpers.lab.engine import train_dataset
+    from helpers.lab.engine import _curve_callback, train_dataset
     from helpers.profiles import PROFILES
     from helpers.smoke_model import MODEL_DIR
 
@@ -95,6 +95,9 @@ def test_the_prompt_arm_trains_and_scores_on_the_question_alone():
     assert seen == [found["example_prompt"]] * 2  # base and trained
     assert SYSTEM_PROMPT not in seen[0]
     assert seen[0] == "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
+    # the held-out curve during training scores the same prompts
+    curve = _curve_callback(tokenizer, rows, smoke, tmp_path, question_alone)
+    assert curve.prompts == seen[:1]
 
 
 @pytest.mark.parametrize("messages, said", [
@@ -109,3 +112,32 @@ def test_a_prompt_function_that_trl_cannot_take_stops_in_one_sentence(messages, 
         arm_from("mine", messages=messages)
     assert said in str(error.value) and "def mine(question)" in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_a_learners_arms_in_one_runtime_are_judged_together(monkeypatch, capsys):
+    """Three ideas tried in one runtime are three tests: a "hurts" at p = 0.02 alone is not one
+    after Holm over the three, and the learner is told so."""
+    from helpers.lab import arm_from, reference
+
+    monkeypatch.setattr(reference, "TRIED", {})
+    course = [{"seed": 3407 + i, "gain": g, "run_seconds": 1.0}
+              for i, g in enumerate([0.15, 0.12, 0.17, 0.14, 0.16, 0.13])]
+    monkeypatch.setattr(reference, "local_reference", lambda *a, **k: (course, None, "here"))
+    gains = {"low": [0.10, 0.12, 0.11, 0.13], "same": [0.15, 0.13, 0.16, 0.14],
+             "wide": [0.30, 0.00, 0.25, 0.05]}
+
+    def runs(chosen, seeds, *args):
+        return [{"seed": s, "gain": g, "run_seconds": 1.0}
+                for s, g in zip(seeds, gains[chosen.name], strict=False)]
+
+    monkeypatch.setattr(reference, "run_seeds", runs)
+    first = reference.try_arm(arm_from("low"), grid={"rows": []})
+    assert first["verdict"]["verdict"] == "hurts" and first["together"] == {"low": "hurts"}
+    assert "judged together" not in capsys.readouterr().out  # one arm: nothing to adjust
+    reference.try_arm(arm_from("same"), grid={"rows": []})
+    last = reference.try_arm(arm_from("wide"), grid={"rows": []})
+    assert 0.05 / 3 < first["verdict"]["p"] < 0.05  # hurts alone; not once Holm triples p
+    assert last["together"] == {"low": "inconclusive", "same": "equivalent", "wide": "inconclusive"}
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        "Your 3 arms in this runtime, judged together (Holm, as the grid's are): low: "
+        "inconclusive; same: equivalent; wide: inconclusive.")

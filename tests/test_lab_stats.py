@@ -94,6 +94,19 @@ def test_equivalence_is_the_90_percent_interval_inside_the_margin():
     assert equivalence_p(edge, se, df) == pytest.approx(0.05, abs=1e-6)
 
 
+def test_a_verdict_says_what_it_could_have_found_and_what_it_leaves_possible():
+    """An inconclusive verdict comes with its MDE (from its own spread) and the largest effect
+    its interval allows: a wide one allows a large effect, a tight one only a small one."""
+    course = [0.15, 0.12, 0.17, 0.14]
+    wide = verdict([0.35, -0.05, 0.30, 0.00], course)
+    assert wide["mde"] == pytest.approx(minimum_detectable_effect(wide["se"], wide["df"]))
+    assert wide["largest"] == pytest.approx(max(-wide["low"], wide["high"]))
+    tight = verdict([0.145, 0.15, 0.14, 0.155], course)
+    assert tight["largest"] < 0.05 < wide["largest"] and tight["mde"] < wide["mde"]
+    same = verdict([0.1, 0.1], [0.1, 0.1])  # no spread: nothing to find, nothing left open
+    assert same["mde"] == 0.0 and same["largest"] == 0.0
+
+
 def test_the_minimum_detectable_effect_has_its_power():
     se, df = 0.03, 10
     mde = minimum_detectable_effect(se, df)

@@ -9,6 +9,7 @@ runs/bench/toy_r1.json. `scripts/figures.py` rewrites every VALUE from here (`ma
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from collections.abc import Callable, Iterable
@@ -287,12 +288,19 @@ def _arm_figures(key: str, s: dict[str, Any]) -> dict[str, str]:
         out |= {f"{key}.verdict": v["verdict"], f"{key}.difference": points(100 * v["difference"]),
                 f"{key}.interval": _interval(v["low"], v["high"]),
                 f"{key}.interval90": _interval(v["low90"], v["high90"]),
+                f"{key}.mde": f"{100 * v['mde']:.1f}",
+                f"{key}.largest": f"{100 * v['largest']:.1f}",
                 f"{key}.p": f"{v['p']:.3f}" if v["p"] >= 0.001 else "<0.001"}
         for method in ("holm", "bh"):
             if method in v:
                 p = v[f"p_{method}"]
                 out |= {f"{key}.{method}": v[method],
                         f"{key}.p_{method}": f"{p:.3f}" if p >= 0.001 else "<0.001"}
+    if s.get("paired"):
+        d = s["paired"]
+        out |= {f"{key}.paired_difference": points(100 * d["difference"]),
+                f"{key}.paired_interval": _interval(d["low"], d["high"]),
+                f"{key}.paired_seeds": str(len(d["seeds"]))}
     if s.get("verdict_auc"):
         a = s["verdict_auc"]
         out |= {f"{key}.auc_verdict": a["verdict"],
@@ -369,6 +377,8 @@ def calibration_figures(data: dict[str, Any]) -> dict[str, str]:
     """bench/calibration.py: the course's pool of seeds, and how often the lab's verdicts go
     wrong on splits of it (false helps/hurts; false "equivalent" at a true ±margin; a pseudo-
     grid's any false verdict, raw and with Holm), each with the interval that resamples the pool."""
+    from helpers.stats import t_quantile, welch_df
+
     pool = data["pool"]
     out = {"lab_calibration.seeds": str(pool["seeds"]),
            "lab_calibration.mean": points(100 * pool["mean"]),
@@ -376,6 +386,11 @@ def calibration_figures(data: dict[str, Any]) -> dict[str, str]:
            "lab_calibration.splits": count(data["splits"]),
            "lab_calibration.mde_pool": f"{100 * pool['mde_against_pool']:.1f}",
            "lab_calibration.mde_8": f"{100 * pool['mde_against_8']:.1f}"}
+    # The narrowest equivalence margin the grid could ever meet: the half-width of the 90%
+    # interval of 4 seeds against 8 at the pool's spread, with no difference at all.
+    sd, arm, ref = pool["sd"], data["against_8"]["arm_seeds"], data["against_8"]["reference_seeds"]
+    half = t_quantile(0.95, welch_df(sd, arm, ref)) * sd * math.sqrt(1 / arm + 1 / ref)
+    out["lab_calibration.narrowest_margin"] = f"{100 * half:.1f}"
     for key in ("against_pool", "against_8"):
         r = data[key]
         for rate in ("false_difference", "false_equivalent"):

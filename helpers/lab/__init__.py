@@ -33,7 +33,7 @@ from helpers.lab.design import design
 from helpers.lab.engine import CURVE_EVERY, SIGNALS, signals, train_and_score
 from helpers.lab.groups import dead_group_fit, dead_group_share, fit_spread
 from helpers.lab.learner import PROBES, arm_from, audit_table, probe_rewards, reward_audit
-from helpers.lab.plots import plot_ablation, plot_curves, plot_dead_groups
+from helpers.lab.plots import generations_per_step, plot_ablation, plot_curves, plot_dead_groups
 from helpers.lab.problems import coverage, fact_of, lab_problems
 from helpers.lab.reference import (
     GRID_FILE,
@@ -65,8 +65,8 @@ __all__ = [
     "PROBES", "SIGNALS", "Arm", "ArmError", "StaleGridError", "UnknownArmError",
     "area_under_curve", "arm", "arm_from", "arm_overrides", "audit_table", "course_settings",
     "course_value", "coverage", "curve_table", "dead_group_fit", "dead_group_share", "design",
-    "design_lines", "fact_of", "family", "fit_spread", "grid_markdown", "grid_table",
-    "knob_arms", "lab_problems", "lab_row", "load_grid", "load_reference_runs",
+    "design_lines", "fact_of", "family", "fit_spread", "generations_per_step", "grid_markdown",
+    "grid_table", "knob_arms", "lab_problems", "lab_row", "load_grid", "load_reference_runs",
     "local_reference", "plot_ablation", "plot_curves", "plot_dead_groups", "probe_rewards",
     "question_alone", "random_reward", "reference_cache", "reference_check", "reward_audit",
     "reward_setup", "run_seeds", "settings_key", "signal_table", "signals", "stale_note",

@@ -102,6 +102,13 @@ KNOBS: dict[str, dict[str, Arm]] = {
         "0.28+iter2": Arm("epsilon_high", "0.28+iter2", {"epsilon_high": 0.28, **ITER2},
                           reference="num_iterations=2"),
     },
+    # No clipping at all on the second pass (the ratio may go anywhere): does losing the trust
+    # region explain sequence+iter2's loss? Its sequence-level ratio, a geometric mean over the
+    # answer's tokens, almost never leaves [0.8, 1.2], where single tokens' ratios do.
+    "clip": {
+        "off+iter2": Arm("clip", "off+iter2", {"epsilon": 1.0, "epsilon_high": 1000.0, **ITER2},
+                         reference="num_iterations=2"),
+    },
     "importance_sampling_level": {
         "sequence+iter2": Arm("importance_sampling_level", "sequence+iter2",
                               {"importance_sampling_level": "sequence", **ITER2},
@@ -181,6 +188,12 @@ def _course_rewards() -> str:
     return " + ".join(f"{r.weight:g}×{r.name.removesuffix('_reward')}" for r in REWARDS)
 
 
+def _course_clip() -> str:
+    """The range PPO's clip holds the probability ratio to: 1 - epsilon to 1 + epsilon_high."""
+    s = grpo_settings(PROFILES["smoke"], CPU_ONLY, "unused")
+    return f"ratio {1 - s['epsilon']:g}-{1 + s['epsilon_high']:g}"
+
+
 # The course's value of each knob that is no GRPOConfig field, declared beside the arms that move
 # it (course_value reads the others from the settings notebook 05 uses).
 NOT_CONFIG: dict[str, Callable[[], str]] = {
@@ -189,6 +202,7 @@ NOT_CONFIG: dict[str, Callable[[], str]] = {
     "dynamic_sampling": lambda: "off",  # resample_dead_groups: the lab's own, never the course's
     "steps": lambda: str(PROFILES["smoke"].max_steps),
     "prompt": lambda: "instructions",  # helpers.data.make_prompt: SYSTEM_PROMPT, then the question
+    "clip": _course_clip,
 }
 
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from helpers.data import build_prompts, grpo_train_dataset, load_gsm8k, make_prompt
+from helpers.data import grpo_train_dataset, load_gsm8k, make_prompt
 from helpers.evaluation import decoding_settings, evaluate
 from helpers.grpo_config import make_grpo_config
 from helpers.hardware import cpu_kernel_path, detect_hardware, use_one_cpu_thread
@@ -85,9 +85,7 @@ def _curve_callback(tokenizer: Any, rows: list[dict[str, str]], profile: Any,
         def scores_at(self, step: int, max_steps: int) -> bool:
             return step % self.every == 0 and step < max_steps
 
-    curve = Curve(tokenizer, rows, decoding_settings(profile), output_dir, CURVE_EVERY)
-    curve.prompts = build_prompts(tokenizer, [row["question"] for row in rows], messages)
-    return curve
+    return Curve(tokenizer, rows, decoding_settings(profile), output_dir, CURVE_EVERY, messages)
 
 
 def count_dead_correctness(trainer: Any) -> None:

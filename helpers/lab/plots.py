@@ -7,8 +7,9 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from helpers.lab.arms import COURSE, KNOBS
+from helpers.lab.arms import ARMS, COURSE, KNOBS
 from helpers.lab.groups import dead_group_points, dead_group_share
+from helpers.profiles import PROFILES
 
 
 def mean_curve(rows: Sequence[dict[str, Any]], name: str,
@@ -22,17 +23,32 @@ def mean_curve(rows: Sequence[dict[str, Any]], name: str,
     return sorted((s, statistics.fmean(v)) for s, v in by_step.items())
 
 
+def generations_per_step(rows: Sequence[dict[str, Any]], name: str) -> float:
+    """Completions an arm generates per optimizer step, on average over its runs: the smoke
+    batch, times one plus the batches dynamic sampling drew again, over the updates each batch
+    feeds (num_iterations)."""
+    smoke = PROFILES["smoke"]
+    batch = smoke.per_device_train_batch_size * smoke.gradient_accumulation_steps
+    chosen = ARMS.get(name)
+    iterations = chosen.overrides.get("num_iterations", 1) if chosen else 1
+    extra = [r["signals"].get("extra_generations", 0.0) for r in rows
+             if r["arm"] == name and "signals" in r]
+    return batch * (1 + (statistics.fmean(extra) if extra else 0.0)) / iterations
+
+
 def plot_curves(rows: Sequence[dict[str, Any]], names: Sequence[str], ax: Any = None) -> Any:
-    """Held-out gain along the run, averaged over seeds, for the named arms."""
+    """Held-out gain, averaged over seeds, against the completions generated so far: arms that
+    generate more per step (dynamic sampling) or less (two updates per batch) sit where their
+    compute puts them."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(7, 3.6))[1]
     for k, name in enumerate(names):
-        points = mean_curve(rows, name)
-        ax.plot([s for s, _ in points], [100 * g for _, g in points], "o-", color=f"C{k}",
-                label=name, markersize=4)
+        points, per_step = mean_curve(rows, name), generations_per_step(rows, name)
+        ax.plot([s * per_step / 1000 for s, _ in points], [100 * g for _, g in points], "o-",
+                color=f"C{k}", label=name, markersize=4)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xlabel("GRPO step")
+    ax.set_xlabel("completions generated (thousands)")
     ax.set_ylabel("held-out gain (points)")
     ax.legend(fontsize=8)
     ax.figure.tight_layout()

@@ -27,6 +27,8 @@ from helpers.smoke_model import read_manifest
 from helpers.stats import (
     EQUIVALENCE_MARGIN,
     SEQUENTIAL_LOOKS,
+    adjusted_verdicts,
+    holm,
     paired_difference,
     sequential_step,
     verdict,
@@ -187,7 +189,9 @@ def try_arm(chosen: Arm, seeds: int = 4, steps: int | None = None, workers: int 
     (the pool of seeds if there is one, else the grid's: `load_reference_runs`) if this machine
     reproduces it (`local_reference`), else the course's arm run here; so it is for other `steps`
     or fewer `problems` (a quick look: only the first so many scored). Beside the verdict, the
-    difference paired by seed against the reference's runs on the same seeds, when it has them.
+    difference paired by seed against the reference's runs on the same seeds, when it has them;
+    and from a learner's second arm in one runtime on, every arm's verdict after Holm over all of
+    them (`TRIED`, `judged_together`).
     """
     steps = steps or chosen.steps or PROFILES["smoke"].max_steps
     grid = grid or load_reference_runs()
@@ -219,8 +223,28 @@ def try_arm(chosen: Arm, seeds: int = 4, steps: int | None = None, workers: int 
     paired = paired_against(rows, reference)
     if paired:
         print(paired_line(paired), flush=True)
+    together = {}
+    if not sequential:  # (a sequential verdict holds its own level over its looks)
+        TRIED[chosen.name] = found
+        together = judged_together(TRIED)
+        if len(together) > 1:
+            print(f"Your {len(together)} arms in this runtime, judged together (Holm, as the "
+                  "grid's are): " + "; ".join(f"{n}: {v}" for n, v in together.items()) + ".",
+                  flush=True)
     return {"arm": chosen.name, "rows": rows, "reference": reference, "verdict": found,
-            "paired": paired, "note": note}
+            "paired": paired, "note": note, "together": together}
+
+
+# The verdicts try_arm gave in this runtime, by arm name (a rerun replaces its arm's): a learner
+# who tries several ideas is testing several, and is owed the grid's correction for that.
+TRIED: dict[str, dict[str, Any]] = {}
+
+
+def judged_together(tried: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each arm's verdict after Holm's adjustment over all of them (helpers.stats:
+    adjusted_verdicts), by name."""
+    judged = adjusted_verdicts(list(tried.values()), holm)
+    return {name: j["verdict"] for name, j in zip(tried, judged, strict=True)}
 
 
 def paired_against(rows: Sequence[dict[str, Any]],
@@ -236,8 +260,8 @@ def paired_line(paired: dict[str, Any]) -> str:
     """One sentence: the difference paired by seed, with its interval."""
     return (f"Paired by seed ({len(paired['seeds'])} seeds both ran): "
             f"{_points(paired['difference'])} points, 95% interval {_points(paired['low'])} to "
-            f"{_points(paired['high'])}; a seed moves both runs alike, so this interval is "
-            "narrower when the arm changes little.")
+            f"{_points(paired['high'])}; shown beside the verdict, not instead of it (the "
+            "verdict's test is the one the A/A calibration checks).")
 
 
 def verdict_line(name: str, found: dict[str, Any], seeds: int, reference: int) -> str:

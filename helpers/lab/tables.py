@@ -21,19 +21,22 @@ def _p(value: float) -> str:
 
 
 # The verdict is Holm's (the grid tests many arms at once); raw and BH are shown beside it.
-GRID_COLUMNS = ("arm", "seeds", "mean", "range", "difference [95%]", "p", "verdict (Holm)", "raw",
-                "BH")
+# "MDE": the smallest difference the arm's comparison finds 80% of the time; "up to": the largest
+# one its 95% interval leaves possible. Both in points, both from the arm's own seed spread.
+GRID_COLUMNS = ("arm", "seeds", "mean", "range", "difference [95%]", "MDE", "up to", "p",
+                "verdict (Holm)", "raw", "BH")
 
 
 def grid_rows(summary: dict[str, Any]) -> list[list[str]]:
     """Knob by knob: each arm's mean gain, its range over seeds, the difference from its
-    reference with Welch's 95% interval and p-value, and the verdict after Holm over the grid's
+    reference with Welch's 95% interval, the comparison's MDE and the largest difference the
+    interval allows, the p-value, and the verdict after Holm over the grid's
     family of tests, then raw and after Benjamini-Hochberg; one list of GRID_COLUMNS' cells per arm,
     the reference first (a retired no-op's stored row left out)."""
     course = summary[COURSE]
     rows = [[COURSE, str(course["seeds"]), _points(course["mean"]),
              f"{_points(course['low'])} to {_points(course['high'])}", "(the reference)",
-             "", "", "", ""]]
+             "", "", "", "", "", ""]]
     names = [a.name for arms in KNOBS.values() for a in arms.values()]
     names += [n for n in summary if n != COURSE and n not in ARMS | NO_OPS]  # a learner's
     for name in names:
@@ -45,11 +48,11 @@ def grid_rows(summary: dict[str, Any]) -> list[list[str]]:
                  f"{_points(s['low'])} to {_points(s['high'])}"]
         said = s["verdict"]
         if said is None:
-            rows.append([*cells, "(too few seeds for a verdict)", "", "", "", ""])
+            rows.append([*cells, "(too few seeds for a verdict)", *[""] * 6])
             continue
         against = f"{_points(said['difference'])} [{_points(said['low'])}, {_points(said['high'])}]"
-        rows.append([*cells, against, _p(said["p"]), said.get("holm", ""), said["verdict"],
-                     said.get("bh", "")])
+        rows.append([*cells, against, f"{100 * said['mde']:.1f}", f"{100 * said['largest']:.1f}",
+                     _p(said["p"]), said.get("holm", ""), said["verdict"], said.get("bh", "")])
     return rows
 
 

@@ -13,6 +13,7 @@ from helpers.stats import (
     adjusted_verdicts,
     benjamini_hochberg,
     holm,
+    paired_difference,
     t_quantile,
     verdict,
 )
@@ -35,8 +36,9 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
     (helpers.stats.verdict), raw and adjusted over the grid's family of tests, the difference
     and the equivalence p-values each on their own (Holm: the chance of any false helps or
     hurts at most 5%, and of any false equivalent; Benjamini-Hochberg: at most 5% of the
-    verdicts called false, on average). Rows of a retired no-op arm (NO_OPS: a test now, no
-    longer an arm) are left out."""
+    verdicts called false, on average), and beside it the difference paired by seed on the
+    seeds both sides ran (not part of the verdict, which the A/A calibration checks). Rows of a
+    retired no-op arm (NO_OPS: a test now, no longer an arm) are left out."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["seed"]):  # gains in seed order, however run
         if row.get("kernel_path", "native") == kernel_path and row["arm"] not in NO_OPS:
@@ -63,6 +65,10 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
             "verdict": None if len(against) < 2 or len(gains) < 2 else
             verdict(gains, [r["gain"] for r in against]),
         }
+        shared = {r["seed"] for r in found} & {r["seed"] for r in against}
+        if s["verdict"] and len(shared) >= 2:  # beside the verdict: the same seeds, paired
+            s["paired"] = paired_difference({r["seed"]: r["gain"] for r in found},
+                                            {r["seed"]: r["gain"] for r in against})
         ref_aucs = [area_under_curve(r["curve"], r["base"]) for r in against if r.get("curve")]
         if s["verdict"] and len(aucs) >= 2 and len(ref_aucs) >= 2:
             s["verdict_auc"] = verdict(aucs, ref_aucs)
