@@ -634,3 +634,17 @@ def test_curves_put_each_arm_where_its_generations_put_it():
     ax = plot_curves(rows, [COURSE, "num_iterations=2"])
     ends = [line.get_xdata()[-1] for line in ax.get_lines()[:2]]
     assert ends == pytest.approx([60 * 32 / 1000, 60 * 16 / 1000])
+
+
+def test_the_curve_table_gives_each_arm_its_final_verdict_and_its_mean_over_the_run():
+    from helpers.lab import curve_table
+
+    rows = [_row(COURSE, s, g) for s, g in enumerate([0.15, 0.12, 0.17, 0.14])]
+    rows += [_row("learning_rate=3e-4", s, g) for s, g in enumerate([0.02, 0.05, 0.03, 0.01])]
+    lines = curve_table(summarize(rows), [COURSE, "learning_rate=3e-4", "steps=120"]).splitlines()
+    assert len(lines) == 3  # a header, then the arms the grid ran
+    assert lines[1].split()[:4] == [COURSE, "60", "+14.5", "(the"]
+    # the curve rises linearly to the final gain, so the mean over the run is half of it
+    assert lines[2].split()[:7] == ["learning_rate=3e-4", "60", "+2.8", "hurts", "vs", COURSE,
+                                    "+1.4"]
+    assert lines[2].split()[7] == "hurts"  # the mean over the run, raw

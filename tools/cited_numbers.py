@@ -249,6 +249,7 @@ def ablation_figures(data: dict[str, Any]) -> dict[str, str]:
         "ablations.problems": str(data["problems"]),
         "ablations.wall": minutes(data["wall_seconds"]),
         "ablations.arms": str(len(tested)),
+        "ablations.knobs": str(len({s["knob"] for s in native.values()} - {"course"})),
         "ablations.a_a": str(sum(1 for s in native.values()
                                  if s["verdict"] and s.get("same_as_reference"))),
         "ablations.margin": f"{100 * EQUIVALENCE_MARGIN:.0f}",
@@ -273,6 +274,7 @@ def _interval(low: float, high: float) -> str:
 def _arm_figures(key: str, s: dict[str, Any]) -> dict[str, str]:
     """One arm's figures: gains, signals, the verdict and the mean gain over the run."""
     out = {f"{key}.mean": points(100 * s["mean"]), f"{key}.seeds": str(s["seeds"]),
+           **({f"{key}.base": percent(s["base"])} if "base" in s else {}),
            f"{key}.range": f"{points(100 * s['low'])} to {points(100 * s['high'])}"}
     out |= {f"{key}.{name}": (f"{value:.5f}" if name == "kl" else f"{value:.1f}"
                               if name == "length" else f"{value:.2f}"

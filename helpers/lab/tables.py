@@ -123,19 +123,22 @@ def signal_table(summary: dict[str, Any], knob: str | None = None) -> str:
 
 
 def curve_table(summary: dict[str, Any], names: Sequence[str]) -> str:
-    """Final gain, the area under the held-out curve (the mean gain over the run) and its
-    verdict against the reference, for the named arms."""
-    lines = [f"{'arm':<32}{'steps':>6}{'final':>7}{'mean over run':>15}  verdict on the mean"]
+    """For the named arms: the final gain and its verdict after Holm against the arm's reference,
+    then the area under the held-out curve (the mean gain over the run) and its verdict (raw)."""
+    lines = [f"{'arm':<30}{'steps':>6}{'final':>7}  {'verdict (Holm)':<27}{'mean over run':>13}"
+             "  verdict on the mean"]
     for name in names:
         s = summary.get(name)
         if s is None or s["auc"] is None:
             continue
-        said = s.get("verdict_auc")
-        text = "(the reference)" if said is None else (
+        final, said = s["verdict"], s.get("verdict_auc")
+        judged = "(the reference)" if final is None else \
+            f"{final.get('holm', final['verdict'])} vs {s['reference']}"
+        text = "" if said is None else (
             f"{said['verdict']} ({_points(said['difference'])} "
             f"[{_points(said['low'])}, {_points(said['high'])}])")
-        lines.append(f"{name:<32}{s['steps'] or '':>6}{_points(s['mean']):>7}"
-                     f"{_points(s['auc']):>15}  {text}")
+        lines.append(f"{name:<30}{s['steps'] or '':>6}{_points(s['mean']):>7}  {judged:<27}"
+                     f"{_points(s['auc']):>13}  {text}".rstrip())
     return "\n".join(lines)
 
 

@@ -55,6 +55,7 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
         s: dict[str, Any] = {
             "knob": found[0]["knob"], "steps": found[0].get("steps"), "reference": reference,
             "seeds": len(gains), "gains": gains, "mean": statistics.fmean(gains),
+            "base": statistics.fmean(r["base"] for r in found),  # the start's score, for its prompt
             "low": min(gains), "high": max(gains),
             "aucs": aucs, "auc": statistics.fmean(aucs) if aucs else None,
             **{k: statistics.fmean(r[k] for r in found) for k in ("fixed", "broken")
