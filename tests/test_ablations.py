@@ -496,10 +496,11 @@ def test_a_grid_run_with_other_course_settings_is_stale_and_says_what_changed(mo
     assert reference.reference_cache(60, None) != before
 
 
-def test_the_committed_grid_predates_the_settings_key():
-    from helpers.lab import load_grid, stale_note
+def test_the_committed_grid_was_run_with_the_present_course_settings():
+    from helpers.lab import course_settings, load_grid, stale_note
 
-    assert "records no course settings" in stale_note(load_grid())
+    grid = load_grid()
+    assert stale_note(grid) is None and grid["settings"] == course_settings()
 
 
 def test_a_stale_grid_is_not_resumed(tmp_path, monkeypatch):
