@@ -18,7 +18,7 @@ from helpers.lab.arms import ARMS, COURSE, Arm
 from helpers.lab.problems import lab_problems
 from helpers.lab.runs import run_seeds
 from helpers.lab.tables import _points
-from helpers.lab.verdicts import reference_check
+from helpers.lab.verdicts import paired_against, reference_check
 from helpers.loading import lora_kwargs
 from helpers.paths import ROOT, cache_root
 from helpers.profiles import PROFILES, SEED
@@ -29,7 +29,6 @@ from helpers.stats import (
     SEQUENTIAL_LOOKS,
     adjusted_verdicts,
     holm,
-    paired_difference,
     sequential_step,
     verdict,
 )
@@ -245,15 +244,6 @@ def judged_together(tried: dict[str, dict[str, Any]]) -> dict[str, str]:
     adjusted_verdicts), by name."""
     judged = adjusted_verdicts(list(tried.values()), holm)
     return {name: j["verdict"] for name, j in zip(tried, judged, strict=True)}
-
-
-def paired_against(rows: Sequence[dict[str, Any]],
-                   reference: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The arm against the reference's runs on the same seeds (stats.paired_difference), or None
-    when fewer than two seeds are shared."""
-    arm = {r["seed"]: r["gain"] for r in rows}
-    ref = {r["seed"]: r["gain"] for r in reference}
-    return paired_difference(arm, ref) if len(arm.keys() & ref.keys()) >= 2 else None
 
 
 def paired_line(paired: dict[str, Any]) -> str:

@@ -66,10 +66,9 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
             "verdict": None if len(against) < 2 or len(gains) < 2 else
             verdict(gains, [r["gain"] for r in against]),
         }
-        shared = {r["seed"] for r in found} & {r["seed"] for r in against}
-        if s["verdict"] and len(shared) >= 2:  # beside the verdict: the same seeds, paired
-            s["paired"] = paired_difference({r["seed"]: r["gain"] for r in found},
-                                            {r["seed"]: r["gain"] for r in against})
+        paired = paired_against(found, against) if s["verdict"] else None
+        if paired:  # beside the verdict: the same seeds, paired
+            s["paired"] = paired
         ref_aucs = [area_under_curve(r["curve"], r["base"]) for r in against if r.get("curve")]
         if s["verdict"] and len(aucs) >= 2 and len(ref_aucs) >= 2:
             s["verdict_auc"] = verdict(aucs, ref_aucs)
@@ -81,6 +80,15 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
             out[n]["verdict"] |= {f"p_{method}": a["p"], f"p_equivalence_{method}":
                                   a["p_equivalence"], method: a["verdict"]}
     return out
+
+
+def paired_against(rows: Sequence[dict[str, Any]],
+                   reference: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The arm against the reference's runs on the same seeds (stats.paired_difference), or None
+    when fewer than two seeds are shared."""
+    arm = {r["seed"]: r["gain"] for r in rows}
+    ref = {r["seed"]: r["gain"] for r in reference}
+    return paired_difference(arm, ref) if len(arm.keys() & ref.keys()) >= 2 else None
 
 
 def family(summary: dict[str, Any]) -> list[str]:
