@@ -18,7 +18,8 @@ Notebook 11 and README read their figures from it. Run it from the repository ro
 
 The pool (runs/bench/course_pool.json) is the course's arm on many seeds, each with its own LoRA
 start, data order and sampling: what an arm that changes nothing would give. bench/calibration.py
-splits it to measure how often the verdicts go wrong.
+adds the null arm's runs on the same seeds and splits both to measure how often the verdicts go
+wrong.
 """
 
 from __future__ import annotations

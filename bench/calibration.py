@@ -5,8 +5,10 @@ its own LoRA start, data order and sampling), made here first if it is missing o
 resumes. Then the pool's runs are split at random (helpers.lab.calibration): a 4-seed pseudo-arm
 against the other runs (a verdict against the pool), against 8 others (today's grid), and
 pseudo-grids of eight pseudo-arms judged with Holm. Every "helps" or "hurts" there is false, and
-so is every "equivalent" once the pseudo-arm is moved by the margin. Writes
-runs/bench/lab_calibration.json. Run it from the repository root:
+so is every "equivalent" once the pseudo-arm is moved by the margin. The null arm
+(helpers.lab.NULL_ARM: the course with other samples) runs on the same seeds, into the same file,
+for the same check of the verdict paired by seed. Writes runs/bench/lab_calibration.json. Run
+it from the repository root:
 
     python -m bench.calibration
 """
@@ -20,12 +22,14 @@ from typing import Any
 
 from bench._results import bench_dir, write_result
 from bench.ablations import plan, run_grid
-from helpers.lab import COURSE, POOL_FILE, stale_note
+from helpers.lab import COURSE, NULL_ARM, POOL_FILE, stale_note
 from helpers.lab.calibration import (
+    ARM_SEEDS,
     GRID_REFERENCE_SEEDS,
     aa_rates,
     bootstrap_intervals,
     family_rates,
+    paired_aa_rates,
 )
 from helpers.stats import minimum_detectable_effect, welch_df
 
@@ -34,17 +38,36 @@ SPLITS = 1000  # per design; the pool's C(40, 4) = 91,390 splits leave room
 BOOTSTRAP = 100  # resamples of the pool's runs for the rate's interval
 
 
-def pool_gains() -> tuple[list[float], dict[str, Any]]:
-    """The pool's gains in seed order, after making any runs it lacks."""
+def pool_gains() -> tuple[dict[str, dict[int, float]], dict[str, Any]]:
+    """{arm: {seed: gain}} for the course and the null arm on the pool's seeds, after making any
+    runs the pool lacks (the course's first, then the null arm's)."""
     name = Path(POOL_FILE).name
-    run_grid(plan([COURSE], "native", POOL_SEEDS), name=name)
+    for chosen in (COURSE, NULL_ARM.name):
+        run_grid(plan([chosen], "native", POOL_SEEDS), name=name)
     pool = json.loads((bench_dir() / name).read_text())
     note = stale_note(pool)
     if note:
         raise SystemExit(note.replace("bench.ablations --fresh", "bench.ablations --pool "
                                       f"{POOL_SEEDS} --fresh"))
-    rows = sorted((r for r in pool["rows"] if r["arm"] == COURSE), key=lambda r: r["seed"])
-    return [r["gain"] for r in rows], pool
+    found: dict[str, dict[int, float]] = {COURSE: {}, NULL_ARM.name: {}}
+    for row in pool["rows"]:
+        if row["arm"] in found and row.get("kernel_path", "native") == "native":
+            found[row["arm"]][row["seed"]] = row["gain"]
+    return found, pool
+
+
+def paired_figures(course: dict[int, float], null: dict[int, float]) -> dict[str, Any]:
+    """The null arm against the course seed by seed: how far two runs that share their LoRA start
+    and data order still differ, and the smallest effect a paired 4-seed verdict shows 80% of
+    the time."""
+    seeds = sorted(course.keys() & null.keys())
+    differences = [null[s] - course[s] for s in seeds]
+    sd = statistics.stdev(differences)
+    return {"pairs": len(seeds), "mean": statistics.fmean(differences), "sd": sd,
+            "correlation": statistics.correlation([course[s] for s in seeds],
+                                                  [null[s] for s in seeds]),
+            "mde": minimum_detectable_effect(sd / ARM_SEEDS ** 0.5, ARM_SEEDS - 1),
+            "differences": differences}
 
 
 def pool_figures(gains: list[float]) -> dict[str, Any]:
@@ -62,14 +85,21 @@ def pool_figures(gains: list[float]) -> dict[str, Any]:
 
 
 def main() -> dict[str, Any]:
-    gains, pool = pool_gains()
+    found, pool = pool_gains()
+    gains = [found[COURSE][s] for s in sorted(found[COURSE])]
+    paired = paired_figures(found[COURSE], found[NULL_ARM.name])
     result = {"pool": pool_figures(gains), "splits": SPLITS, "bootstrap": BOOTSTRAP,
               "against_pool": aa_rates(gains, SPLITS),
               "against_8": aa_rates(gains, SPLITS, reference_seeds=GRID_REFERENCE_SEEDS),
-              "family": family_rates(gains, SPLITS), "settings": pool["settings"]}
-    for key, reference in (("against_pool", None), ("against_8", GRID_REFERENCE_SEEDS)):
-        found = bootstrap_intervals(gains, BOOTSTRAP, SPLITS // 5, reference_seeds=reference)
-        result[key] |= {f"{rate}_pool_interval": span for rate, span in found.items()}
+              "family": family_rates(gains, SPLITS), "null_arm": paired,
+              "paired": paired_aa_rates(paired["differences"], SPLITS),
+              "settings": pool["settings"]}
+    for key, values, kwargs in (
+            ("against_pool", gains, {}),
+            ("against_8", gains, {"reference_seeds": GRID_REFERENCE_SEEDS}),
+            ("paired", paired["differences"], {"rates": paired_aa_rates})):
+        spans = bootstrap_intervals(values, BOOTSTRAP, SPLITS // 5, **kwargs)
+        result[key] |= {f"{rate}_pool_interval": span for rate, span in spans.items()}
     print(report(result))
     write_result("lab_calibration", result)
     return result
@@ -82,8 +112,14 @@ def report(result: dict[str, Any]) -> str:
              f"(sd {100 * p['sd']:.1f}, {100 * p['low']:.1f} to {100 * p['high']:.1f}); a 4-seed "
              f"arm shows {100 * p['mde_against_pool']:.1f} points against the pool, "
              f"{100 * p['mde_against_8']:.1f} against 8 seeds (80% of the time)"]
+    n = result["null_arm"]
+    lines.append(f"the null arm against the course on {n['pairs']} seeds: difference "
+                 f"{100 * n['mean']:+.1f} points (sd {100 * n['sd']:.1f}, correlation "
+                 f"{n['correlation']:.2f}); a paired 4-seed arm shows {100 * n['mde']:.1f} points "
+                 "(80% of the time)")
     for key, what in (("against_pool", "4 seeds against the pool's others"),
-                      ("against_8", "4 seeds against 8 others")):
+                      ("against_8", "4 seeds against 8 others"),
+                      ("paired", "4 seeds paired with the course's same seeds")):
         r = result[key]
         lines.append(
             f"{what}, {r['splits']} splits: false helps/hurts {100 * r['false_difference']:.1f}% "

@@ -148,6 +148,15 @@ def test_the_no_ops_say_why_they_must_match_the_course_and_are_no_arms():
     assert {n for n, a in ARMS.items() if a.control} == {"rewards=format", "rewards=random"}
 
 
+def test_the_null_arm_is_found_by_name_but_is_no_arm_of_the_grid():
+    """bench/calibration.py runs it by name in a fresh process; the grid never runs it."""
+    from helpers.lab import NULL_ARM, arm
+
+    assert arm("sampling=redrawn") is NULL_ARM and NULL_ARM.sampling_stream
+    assert NULL_ARM.name not in ARMS and not any(a.sampling_stream for a in ARMS.values())
+    assert NULL_ARM.name not in {n for n, _, _ in bench.default_jobs()}
+
+
 def test_an_unknown_arm_or_knob_is_one_sentence():
     with pytest.raises(UnknownArmError, match=r"^Unknown arm 'lr=1': the known arms are course, "):
         arm("lr=1")
@@ -604,21 +613,27 @@ def test_importing_the_lab_loads_no_torch():
 
 # ---- The no-op arms: knobs that cannot act on the course's on-policy smoke run -----------------
 
-def test_the_no_op_arms_train_exactly_as_the_course(tmp_path):
+def test_no_op_arms_match_the_course_and_the_null_arm_differs(tmp_path):
     """bnpo, clip-higher and GSPO's sequence ratio do nothing on one on-policy iteration per batch
     in one process (each arm's `same_as_reference` says why): 1 seed x 10 steps give the course's
-    answers, problem by problem."""
+    answers, problem by problem, and its rewards step by step. The null arm, the course with its
+    completions drawn from another stream, already differs at the first step's rewards: the
+    pairs of the paired calibration are not copies."""
     import unsloth  # noqa: F401  (before trl)
 
-    from helpers.lab import NO_OPS, train_and_score
+    from helpers.lab import NO_OPS, NULL_ARM, train_and_score
 
-    def bits(chosen) -> tuple[str, float]:
-        run = train_and_score(tmp_path / chosen.name, SEED, 10, chosen, problems=40, lab=True)
-        return run["correct"], run["gain"]
+    def run(chosen) -> tuple[str, float, list[float]]:
+        found = train_and_score(tmp_path / chosen.name, SEED, 10, chosen, problems=40, lab=True)
+        rewards = [e["reward"] for e in found["log_history"] if "reward" in e]
+        return found["correct"], found["gain"], rewards
 
-    course = bits(ARMS[COURSE])
+    course = run(ARMS[COURSE])
     for chosen in NO_OPS.values():
-        assert bits(chosen) == course, chosen.name
+        assert run(chosen) == course, chosen.name
+    null = run(NULL_ARM)
+    assert len(null[2]) == len(course[2]) == 10
+    assert null[2][0] != course[2][0]
 
 
 def test_curves_put_each_arm_where_its_generations_put_it():

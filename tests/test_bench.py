@@ -68,10 +68,10 @@ def ablation_stand_ins(monkeypatch, module) -> None:
 def calibration_stand_ins(monkeypatch, module) -> None:
     from bench import ablations
 
-    rows = committed("course_pool")["rows"]
-    by_seed = {row["seed"]: row for row in rows}
+    rows = committed("course_pool")["rows"]  # the course's and the null arm's
+    by_run = {(row["arm"], row["seed"]): row for row in rows}
     monkeypatch.setattr(ablations, "one_run", lambda name, seed, kernel, steps=None:
-                        {**by_seed.get(seed, rows[0]), "seed": seed, "kernel_path": kernel})
+                        {**by_run[name, seed], "kernel_path": kernel})
     monkeypatch.setattr(module, "SPLITS", 100)  # the real analysis, on fewer splits
     monkeypatch.setattr(module, "BOOTSTRAP", 5)
 

@@ -9,9 +9,9 @@ from helpers.lab import calibration
 from helpers.stats import verdict
 
 
-def normal_pool(seed: int = 0, n: int = 40, sd: float = 0.05) -> list[float]:
+def normal_pool(seed: int = 0, n: int = 40, sd: float = 0.05, mean: float = 0.15) -> list[float]:
     rng = random.Random(seed)
-    return [rng.gauss(0.15, sd) for _ in range(n)]
+    return [rng.gauss(mean, sd) for _ in range(n)]
 
 
 def test_the_word_is_the_verdicts_word():
@@ -75,3 +75,27 @@ def test_the_pool_intervals_are_wider_than_the_splits():
 def test_a_pool_too_small_says_how_to_grow_it():
     with pytest.raises(ValueError, match="--pool 40"):
         calibration.aa_rates([0.1, 0.2, 0.3, 0.4, 0.5], 10)
+
+
+def test_the_paired_word_is_the_paired_t_test_and_its_tost():
+    """Four differences all near -8 points: a paired "hurts"; all within a point of 0: paired
+    "equivalent", though Welch on gains that far apart from seed to seed could say neither."""
+    assert calibration.paired_word([-0.08, -0.075, -0.085, -0.08]) == "hurts"
+    assert calibration.paired_word([0.01, -0.005, 0.0, 0.005]) == "equivalent"
+    assert calibration.paired_word([0.1, -0.1, 0.05, -0.05]) == "inconclusive"
+
+
+def test_on_normal_differences_the_paired_false_rates_are_near_their_five_percent():
+    """The paired t test is exact for normal differences: over several null arms its A/A rates
+    sit near 5%, and the bootstrap over the null arm's seeds brackets each one."""
+    found = [calibration.paired_aa_rates(normal_pool(s, sd=0.04, mean=0), 400) for s in range(5)]
+    assert 0.025 < sum(r["false_difference"] for r in found) / 5 < 0.075
+    assert sum(r["false_equivalent"] for r in found) / 5 < 0.075
+    spans = calibration.bootstrap_intervals(normal_pool(9, sd=0.04, mean=0), 40, 100,
+                                            rates=calibration.paired_aa_rates)
+    assert spans["false_difference"][0] < spans["false_difference"][1]
+
+
+def test_a_null_arm_too_small_says_how_to_grow_it():
+    with pytest.raises(ValueError, match="bench.calibration"):
+        calibration.paired_aa_rates([0.01, -0.02, 0.0, 0.03], 10)

@@ -124,7 +124,7 @@ def test_a_release_check_is_a_whole_file_or_the_tests_using_its_fixture():
     assert is_release("tests/test_faults.py::test_x", ["tmp_path", "faults"])
     assert not is_release("tests/test_faults.py::test_y", ["tmp_path"])
     assert not is_release("tests/test_paths.py::test_z", ["faults"])
-    no_ops = "tests/test_ablations.py::test_the_no_op_arms_train_exactly_as_the_course"
+    no_ops = "tests/test_ablations.py::test_no_op_arms_match_the_course_and_the_null_arm_differs"
     assert is_release(no_ops, ["tmp_path"])  # a test named in RELEASE by itself
     assert not is_release("tests/test_ablations.py::test_the_no_ops_say_why", ["tmp_path"])
 

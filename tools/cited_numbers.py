@@ -264,6 +264,12 @@ def ablation_figures(data: dict[str, Any]) -> dict[str, str]:
         for arm, s in summary.items():
             out |= _arm_figures(f"{prefix}.{arm}", s)
     out["ablations.rerun.path"] = next((k for k in data["summary"] if k != "native"), "none")
+    # Pairing by seed, measured on the grid's own arms: its interval against Welch's, per arm.
+    widths = [(s["paired"]["high"] - s["paired"]["low"])
+              / (s["verdict"]["high"] - s["verdict"]["low"]) for s in tested if s.get("paired")]
+    out |= {"ablations.paired.arms": str(len(widths)),
+            "ablations.paired.wider": str(sum(w > 1 for w in widths)),
+            "ablations.paired.width_ratio": f"{statistics.median(widths):.2f}"}
     return out | _design_figures(data.get("design", {})) | machine_figures("ablations", data)
 
 
@@ -274,7 +280,7 @@ def _interval(low: float, high: float) -> str:
 def _arm_figures(key: str, s: dict[str, Any]) -> dict[str, str]:
     """One arm's figures: gains, signals, the verdict and the mean gain over the run."""
     out = {f"{key}.mean": points(100 * s["mean"]), f"{key}.seeds": str(s["seeds"]),
-           **({f"{key}.base": percent(s["base"])} if "base" in s else {}),
+           f"{key}.base": percent(s["base"]),
            f"{key}.range": f"{points(100 * s['low'])} to {points(100 * s['high'])}"}
     out |= {f"{key}.{name}": (f"{value:.5f}" if name == "kl" else f"{value:.1f}"
                               if name == "length" else f"{value:.2f}"
@@ -393,13 +399,19 @@ def calibration_figures(data: dict[str, Any]) -> dict[str, str]:
     sd, arm, ref = pool["sd"], data["against_8"]["arm_seeds"], data["against_8"]["reference_seeds"]
     half = t_quantile(0.95, welch_df(sd, arm, ref)) * sd * math.sqrt(1 / arm + 1 / ref)
     out["lab_calibration.narrowest_margin"] = f"{100 * half:.1f}"
-    for key in ("against_pool", "against_8"):
+    for key in ("against_pool", "against_8", "paired"):
         r = data[key]
         for rate in ("false_difference", "false_equivalent"):
             low, high = r[f"{rate}_pool_interval"]
             out[f"lab_calibration.{key}.{rate}"] = percent(r[rate])
             out[f"lab_calibration.{key}.{rate}_interval"] = f"{percent(low)} to {percent(high)}"
         out[f"lab_calibration.{key}.equivalent"] = percent(r["equivalent"])
+    n = data["null_arm"]  # the null arm against the course, seed by seed
+    out |= {"lab_calibration.null.pairs": str(n["pairs"]),
+            "lab_calibration.null.mean": points(100 * n["mean"]),
+            "lab_calibration.null.sd": f"{100 * n['sd']:.1f}",
+            "lab_calibration.null.correlation": f"{n['correlation']:.2f}",
+            "lab_calibration.null.mde": f"{100 * n['mde']:.1f}"}
     family = data["family"]
     out["lab_calibration.family.arms"] = str(family["arms"])
     for level in ("raw", "holm"):

@@ -40,8 +40,9 @@ RELEASE = {
     "tests/test_faults.py::faults": "the fault soak: one smoke run killed at every named point "
                                     "and resumed (the rest of the file runs in `make test`)",
     "tests/test_locks.py::dry_runs": "pip's dry runs of each lock for each Python, against PyPI",
-    "tests/test_ablations.py::test_the_no_op_arms_train_exactly_as_the_course":
-        "the lab's three no-op knobs train exactly as the course (4 smoke runs of 10 steps)",
+    "tests/test_ablations.py::test_no_op_arms_match_the_course_and_the_null_arm_differs":
+        "the lab's three no-op knobs train exactly as the course, and its null arm does not (5 "
+        "smoke runs of 10 steps)",
     "tests/test_train_script.py::two_process_run":
         "scripts/train_grpo.py as two processes under accelerate (gloo), killed and resumed: "
         "the several-GPU path of notebook 10, not the notebooks' own",

@@ -6,10 +6,11 @@ smoke model once with it and scores it (with `lab=True`: on the lab's census of 
 over seeds. bench/ablations.py runs the grid; `verdicts.summarize` judges each arm against its
 reference in four words, with Holm and Benjamini-Hochberg over the grid; `design` measures what
 the grid can tell apart; `calibration` measures how often the verdicts go wrong on the course's
-arm alone (A/A splits of a pool of seeds); `groups` is the dead-group calculator; `tables` and
-`plots` show it. `learner.arm_from` and `reference.try_arm` let a learner bring a reward or a
-setting and get a verdict against the course's arm, stored (if it was run with the present
-course settings and this machine reproduces it) or run here.
+arm alone (A/A splits of a pool of seeds), and the paired difference on the null arm beside it;
+`groups` is the dead-group calculator; `tables` and `plots` show it. `learner.arm_from` and
+`reference.try_arm` let a learner bring a reward or a setting and get a verdict against the
+course's arm, stored (if it was run with the present course settings and this machine reproduces
+it) or run here.
 """
 
 from helpers.lab.arms import (
@@ -18,6 +19,7 @@ from helpers.lab.arms import (
     KNOBS,
     NO_OPS,
     NOT_CONFIG,
+    NULL_ARM,
     Arm,
     ArmError,
     UnknownArmError,
@@ -61,8 +63,8 @@ from helpers.lab.tables import (
 from helpers.lab.verdicts import area_under_curve, family, reference_check, summarize
 
 __all__ = [
-    "ARMS", "COURSE", "CURVE_EVERY", "GRID_FILE", "KNOBS", "NO_OPS", "NOT_CONFIG", "POOL_FILE",
-    "PROBES", "SIGNALS", "Arm", "ArmError", "StaleGridError", "UnknownArmError",
+    "ARMS", "COURSE", "CURVE_EVERY", "GRID_FILE", "KNOBS", "NO_OPS", "NOT_CONFIG", "NULL_ARM",
+    "POOL_FILE", "PROBES", "SIGNALS", "Arm", "ArmError", "StaleGridError", "UnknownArmError",
     "area_under_curve", "arm", "arm_from", "arm_overrides", "audit_table", "course_settings",
     "course_value", "coverage", "curve_table", "dead_group_fit", "dead_group_share", "design",
     "design_lines", "fact_of", "family", "fit_spread", "generations_per_step", "grid_markdown",

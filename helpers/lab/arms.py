@@ -35,6 +35,9 @@ class Arm:
     control: str = ""  # a control with a known answer, and what it must show
     # How a question becomes the chat, in training and scoring; None: the course's make_prompt
     messages: Callable[[str], list[dict[str, str]]] | None = None
+    # 0: completions sampled from the run's seed; else from seed + this, the LoRA start and the
+    # data order still from the seed (NULL_ARM)
+    sampling_stream: int = 0
 
     @property
     def name(self) -> str:
@@ -159,6 +162,13 @@ NO_OPS: dict[str, Arm] = {a.name: a for a in (
         same_as_reference=_GSPO_ON_POLICY))}
 
 
+# The course with only its completions drawn from another stream: at each seed the course's LoRA
+# start and data order, other samples. It changes nothing on average, so against the course on the
+# same seeds it is the null arm that measures how often a verdict paired by seed goes wrong
+# (bench/calibration.py runs it on the pool's seeds). Not an arm of the grid.
+NULL_ARM = Arm("sampling", "redrawn", sampling_stream=1_000_003)
+
+
 class UnknownArmError(ValueError):
     """An arm or knob that KNOBS does not hold."""
 
@@ -169,6 +179,8 @@ class ArmError(ValueError):
 
 def arm(name: str) -> Arm:
     """The arm called `name` ("course", "loss_type=grpo", ...), or one sentence naming the known."""
+    if name == NULL_ARM.name:
+        return NULL_ARM
     if name not in ARMS:
         raise UnknownArmError(f"Unknown arm {name!r}: the known arms are {', '.join(ARMS)}.")
     return ARMS[name]

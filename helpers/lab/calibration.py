@@ -7,19 +7,26 @@ In such an A/A split every "helps" or "hurts" is false. Moving the pseudo-arm's 
 equivalence margin makes a true effect of exactly the margin, where every "equivalent" is false.
 A pseudo-grid (a reference and as many 4-seed pseudo-arms as the pool holds) measures the chance
 of any false verdict over a family, raw and after Holm, as the grid's summary adjusts it.
+
+Two runs of the course on one seed train the same bits, so the pool alone cannot test a verdict
+paired by seed. The null arm (helpers.lab.arms.NULL_ARM: at each seed the course's LoRA start and
+data order, other samples) can: its per-seed differences from the course are an A/A of the
+paired comparison the grid keeps beside each verdict (`paired_aa_rates`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from helpers.stats import (
     EQUIVALENCE_MARGIN,
     VERDICTS,
     adjusted_verdicts,
+    equivalence_p,
     holm,
+    paired_difference,
     say,
     tests,
     wilson_interval,
@@ -35,6 +42,15 @@ def word(arm: Sequence[float], reference: Sequence[float]) -> str:
     intervals (the same two tests and the same rule, twenty times faster)."""
     found = tests(arm, reference)
     return say(found["p"], found["p_equivalence"], found["difference"])
+
+
+def paired_word(differences: Sequence[float]) -> str:
+    """The four words for an arm against its reference paired by seed, from the per-seed
+    differences: the grid's paired_difference (a t test on n - 1 df), its TOST, and say's rule."""
+    found = paired_difference(dict(enumerate(differences)), dict.fromkeys(
+        range(len(differences)), 0.0))
+    return say(found["p"], equivalence_p(found["difference"], found["se"], found["df"]),
+               found["difference"])
 
 
 def split(gains: Sequence[float], arm_seeds: int, reference_seeds: int | None,
@@ -82,6 +98,25 @@ def aa_rates(gains: Sequence[float], splits: int = 1000, arm_seeds: int = ARM_SE
             len(gains) - arm_seeds} | _rates(found, shifted)
 
 
+def paired_aa_rates(differences: Sequence[float], splits: int = 1000,
+                    arm_seeds: int = ARM_SEEDS, margin: float = EQUIVALENCE_MARGIN,
+                    seed: int = 0) -> dict[str, Any]:
+    """aa_rates for the paired verdict: `differences` are the null arm's gains minus the course's
+    on the same seeds; each split draws `arm_seeds` of them, as an arm on 4 of the grid's seeds
+    is paired with the course on those 4."""
+    if len(differences) < arm_seeds + 1:
+        raise ValueError(f"{len(differences)} seeds of the null arm cannot give {arm_seeds}-seed "
+                         "splits: run it on the pool's seeds (`python -m bench.calibration`).")
+    rng = random.Random(seed)
+    found, shifted = [], {"+margin": [], "-margin": []}
+    for _ in range(splits):
+        drawn = rng.sample(list(differences), arm_seeds)
+        found.append(paired_word(drawn))
+        for side, sign in (("+margin", 1), ("-margin", -1)):
+            shifted[side].append(paired_word([d + sign * margin for d in drawn]))
+    return {"arm_seeds": arm_seeds, "pairs": len(differences)} | _rates(found, shifted)
+
+
 def pseudo_grid(gains: Sequence[float], rng: random.Random, arm_seeds: int = ARM_SEEDS,
                 reference_seeds: int = GRID_REFERENCE_SEEDS) -> dict[str, list[str]]:
     """One pseudo-grid: the pool shuffled into a reference and as many disjoint pseudo-arms as
@@ -111,14 +146,16 @@ def family_rates(gains: Sequence[float], grids: int = 1000, seed: int = 0) -> di
 
 
 def bootstrap_intervals(gains: Sequence[float], draws: int = 200, splits: int = 200,
-                        seed: int = 1, **kwargs: Any) -> dict[str, tuple[float, float]]:
+                        seed: int = 1, rates: Callable[..., dict[str, Any]] = aa_rates,
+                        **kwargs: Any) -> dict[str, tuple[float, float]]:
     """95% intervals for the A/A rates that count the pool's own chance: the splits share the
-    pool's runs, so their Wilson interval is too narrow. Each draw resamples the pool's runs with
-    replacement and measures the rates again (aa_rates with `kwargs`)."""
+    pool's runs, so their Wilson interval is too narrow. Each draw resamples the pool's runs (or
+    the null arm's differences) with replacement and measures the rates again (`rates`, aa_rates
+    or paired_aa_rates, with `kwargs`)."""
     rng = random.Random(seed)
     keys = ("false_difference", "false_equivalent")
-    found = [aa_rates(rng.choices(gains, k=len(gains)), splits, seed=rng.randrange(2**31),
-                      **kwargs) for _ in range(draws)]
+    found = [rates(rng.choices(gains, k=len(gains)), splits, seed=rng.randrange(2**31),
+                   **kwargs) for _ in range(draws)]
     out = {}
     for key in keys:
         rates = sorted(r[key] for r in found)

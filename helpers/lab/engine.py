@@ -225,6 +225,10 @@ def train_and_score(output_dir: Path, seed: int | None = None, max_steps: int | 
                             instrument=Instrument(callbacks=[_curve_callback(
                                 tokenizer, scored, profile, output_dir, messages)]
                                 if lab else ()))
+    if chosen.sampling_stream:  # the null arm: after the trainer seeded torch with `seed`
+        import torch
+
+        torch.manual_seed(seed + chosen.sampling_stream)
     if lab:
         count_dead_correctness(trainer)
     if chosen.dynamic_sampling:

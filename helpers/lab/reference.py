@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from helpers.data import make_prompt
 from helpers.evaluation import decoding_settings, fingerprint
 from helpers.grpo_config import grpo_settings
 from helpers.hardware import CPU_ONLY, cpu_kernel_path
@@ -48,8 +49,8 @@ class StaleGridError(ValueError):
 
 def course_settings() -> dict[str, Any]:
     """What a lab run's result depends on in the course: the smoke profile's GRPO settings, the
-    rewards (weights and code), the LoRA setup, the decoding, the smoke model's files, the lab's
-    problems and how a run seeds what it draws."""
+    rewards (weights and code), the LoRA setup, the decoding, the prompt, the smoke model's files,
+    the lab's problems and how a run seeds what it draws."""
     profile = PROFILES["smoke"]
     grpo = grpo_settings(profile, CPU_ONLY, "unused")
     return {"grpo": {k: v for k, v in grpo.items() if k not in _KEEPING},
@@ -57,6 +58,7 @@ def course_settings() -> dict[str, Any]:
                         for r in REWARDS},
             "lora": {k: v for k, v in lora_kwargs(profile).items() if k != "random_state"},
             "decoding": fingerprint(decoding_settings(profile)),
+            "prompt": fingerprint(make_prompt("{question}")),
             "smoke_model": fingerprint(read_manifest()),
             "problems": fingerprint(lab_problems()), "seeding": LAB_SEEDING}
 
@@ -250,8 +252,8 @@ def paired_line(paired: dict[str, Any]) -> str:
     """One sentence: the difference paired by seed, with its interval."""
     return (f"Paired by seed ({len(paired['seeds'])} seeds both ran): "
             f"{_points(paired['difference'])} points, 95% interval {_points(paired['low'])} to "
-            f"{_points(paired['high'])}; shown beside the verdict, not instead of it (the "
-            "verdict's test is the one the A/A calibration checks).")
+            f"{_points(paired['high'])}; beside the verdict, not instead of it: pairing by seed "
+            "does not narrow this lab's intervals (docs/lab.md).")
 
 
 def verdict_line(name: str, found: dict[str, Any], seeds: int, reference: int) -> str:

@@ -37,8 +37,9 @@ def summarize(rows: Sequence[dict[str, Any]], kernel_path: str = "native") -> di
     and the equivalence p-values each on their own (Holm: the chance of any false helps or
     hurts at most 5%, and of any false equivalent; Benjamini-Hochberg: at most 5% of the
     verdicts called false, on average), and beside it the difference paired by seed on the
-    seeds both sides ran (not part of the verdict, which the A/A calibration checks). Rows of a
-    retired no-op arm (NO_OPS: a test now, no longer an arm) are left out."""
+    seeds both sides ran (not part of the verdict: pairing does not narrow the lab's intervals,
+    docs/lab.md). Rows of a retired no-op arm (NO_OPS: a test now, no longer an arm) are left
+    out."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["seed"]):  # gains in seed order, however run
         if row.get("kernel_path", "native") == kernel_path and row["arm"] not in NO_OPS:
